@@ -1,0 +1,227 @@
+"""The ``fusekit`` command line: thin click commands over the library modules."""
+
+from __future__ import annotations
+
+import sys
+
+import click
+
+from . import __version__
+from .build import BACKENDS, BuildOptions, BuildResult, build_variant
+from .console import StepMeter, note, print_json, table
+from .errors import FusekitError
+from .paths import resolve_home
+from .pin import load_pin
+from .registry import Registry
+from .stack import resolve_spec
+from .variants import Variant, apply, current_entries, materialize, refresh, reset, status
+from .workspace import Workspace
+
+
+class FusekitGroup(click.Group):
+    """Turns :class:`FusekitError` into one line on stderr (plus detail) and exit status 1."""
+
+    def invoke(self, ctx: click.Context):  # type: ignore[override]
+        try:
+            return super().invoke(ctx)
+        except FusekitError as exc:
+            click.echo(f"fusekit: error: {exc.message}", err=True)
+            if exc.detail:
+                click.echo(exc.detail.rstrip(), err=True)
+            sys.exit(1)
+
+
+def _workspace(ctx: click.Context) -> Workspace:
+    return Workspace(resolve_home(ctx.obj["home"]))
+
+
+@click.group(cls=FusekitGroup, context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(__version__, prog_name="fusekit")
+@click.option(
+    "--home",
+    type=click.Path(file_okay=False),
+    default=None,
+    help="Workspace folder (default: $FUSEKIT_HOME, else ./.fusekit).",
+)
+@click.pass_context
+def main(ctx: click.Context, home: str | None) -> None:
+    """Patch, build and measure CUDA fusions for a pinned llama.cpp.
+
+    \b
+    Typical session:
+      fusekit init                  fetch and verify the pinned llama.cpp
+      fusekit apply fusion-3        current variant = stock + fusion-3
+      fusekit build                 build stock and the current variant
+      fusekit eval --ppl --kl       measure the variant against stock
+    """
+    ctx.ensure_object(dict)
+    ctx.obj["home"] = home
+
+
+@main.command()
+@click.option(
+    "--source",
+    default=None,
+    metavar="DIR|TARBALL|GIT_URL",
+    help="Take llama.cpp from a local directory, a tarball (slim bundles too) or a git URL "
+    "(URL#COMMIT) instead of the PyPI sdist. Every source is verified against the pin.",
+)
+@click.pass_context
+def init(ctx: click.Context, source: str | None) -> None:
+    """Fetch and verify the pinned llama.cpp into the workspace (a no-op when done already)."""
+    ws = _workspace(ctx)
+    with ws.lock():
+        click.echo(ws.init(source, note))
+
+
+@main.command("list")
+@click.option("--json", "as_json", is_flag=True, help="Print the fusions as JSON.")
+def list_fusions(as_json: bool) -> None:
+    """Fusions known to this checkout, with one-line descriptions."""
+    registry = Registry.load()
+    if as_json:
+        print_json(
+            [
+                {
+                    "name": f.name,
+                    "alias": f.alias,
+                    "title": f.title,
+                    "backends": list(f.backends),
+                    "ops": list(f.ops),
+                    "patches": [str(p) for p in f.patches],
+                    "kernels": [k.dest for k in f.kernels],
+                }
+                for f in registry.fusions
+            ]
+        )
+        return
+    if not registry.fusions:
+        click.echo("no fusions in this checkout (fusions/*.toml); 'fusekit apply FILE.patch' takes your own patches")
+        return
+    click.echo(
+        table(
+            ["name", "alias", "backends", "title"],
+            [[f.name, f.alias, ",".join(f.backends), f.title] for f in registry.fusions],
+        )
+    )
+
+
+@main.command("apply")
+@click.argument("specs", nargs=-1, required=True, metavar="FUSION|PATCH_FILE...")
+@click.pass_context
+def apply_cmd(ctx: click.Context, specs: tuple[str, ...]) -> None:
+    """Add fusions (by name or alias) or patch files to the current variant.
+
+    The stack is kept in canonical order (fusion-1 .. fusion-N, then your patch files in the
+    order you added them). Applying is atomic: if any patch fails, nothing changes.
+    """
+    ws = _workspace(ctx)
+    registry = Registry.load()
+    with ws.lock():
+        variant = apply(ws, list(specs), registry, resolve_spec)
+    click.echo(f"current variant: {variant.label} ({len(variant.entries)} entries, tree {variant.tree})")
+
+
+@main.command("reset")
+@click.pass_context
+def reset_cmd(ctx: click.Context) -> None:
+    """Make stock the current variant again (variant trees and builds are kept)."""
+    ws = _workspace(ctx)
+    with ws.lock():
+        reset(ws)
+    click.echo("current variant: stock")
+
+
+@main.command("status")
+@click.option("--json", "as_json", is_flag=True, help="Print the status as JSON.")
+@click.pass_context
+def status_cmd(ctx: click.Context, as_json: bool) -> None:
+    """Current variant, its patches with hashes, and edits not yet in a patch."""
+    ws = _workspace(ctx)
+    info = status(ws, Registry.load())
+    if as_json:
+        print_json(info)
+        return
+    click.echo(f"llama.cpp {info['pin'][:10]} from {info['source']}")
+    click.echo(f"variant:  {info['variant']}  (branch {info['branch']}, tree {info['tree']})")
+    for entry in info["entries"]:
+        click.echo(f"  {entry['kind']:6} {entry['name']:24} sha256 {entry['sha256'][:12]}")
+        for patch in entry["patches"]:
+            click.echo(f"           {patch['file']}  {patch['sha256'][:12]}")
+    if info["stale"]:
+        click.echo("patch files changed since the variant was made: run 'fusekit apply' to rebuild it")
+    edits = info["edits_not_in_a_patch"]
+    if edits:
+        click.echo(f"edits not yet in a patch ({len(edits)}): " + ", ".join(edits[:10]))
+    else:
+        click.echo("no edits outside the patches")
+
+
+@main.command("refresh")
+@click.argument("name")
+@click.pass_context
+def refresh_cmd(ctx: click.Context, name: str) -> None:
+    """Write the edits made in the variant's tree back into NAME's patch file."""
+    ws = _workspace(ctx)
+    with ws.lock():
+        written = refresh(ws, name, Registry.load())
+    for path in written:
+        click.echo(f"wrote {path}")
+
+
+def build_options(backend: str, cuda_arch: str | None) -> BuildOptions:
+    return BuildOptions(backend=backend, cuda_arch=cuda_arch)
+
+
+def build_one(ws: Workspace, variant: Variant, options: BuildOptions, jobs: int | None) -> BuildResult:
+    """Build one variant with progress on stderr (used by build and by eval)."""
+    result = build_variant(
+        variant.label, variant.tree, ws.trees, variant.stack_sha256, options, jobs, note, StepMeter(variant.label)
+    )
+    state = "up to date" if result.up_to_date else f"{result.steps} steps"
+    note(f"built {variant.label} in {result.seconds:.1f}s ({state}) -> {result.bin_dir}")
+    return result
+
+
+@main.command("build")
+@click.option(
+    "--backend",
+    type=click.Choice(BACKENDS),
+    default="cpu",
+    show_default=True,
+    help="ggml backend to build in addition to the CPU one.",
+)
+@click.option(
+    "--cuda-arch",
+    default=None,
+    metavar="SM",
+    help="CUDA architecture for --backend cuda, e.g. 90 (default: what the GPU reports).",
+)
+@click.option("--jobs", "-j", type=int, default=None, help="Parallel compile jobs (default: the core count).")
+@click.option("--json", "as_json", is_flag=True, help="Print the build records as JSON.")
+@click.pass_context
+def build_cmd(ctx: click.Context, backend: str, cuda_arch: str | None, jobs: int | None, as_json: bool) -> None:
+    """Build stock and the current variant (llama-bench, -perplexity, -completion, -quantize,
+    test-backend-ops and the shared ggml libraries), each in its own tree."""
+    ws = _workspace(ctx)
+    registry = Registry.load()
+    options = build_options(backend, cuda_arch)
+    with ws.lock():
+        variants = [materialize(ws, [])]
+        current = materialize(ws, current_entries(ws, registry))
+        if not current.is_stock:
+            variants.append(current)
+        results = [build_one(ws, v, options, jobs) for v in variants]
+    if as_json:
+        print_json([{**r.record, "build_dir": str(r.build_dir), "seconds": r.seconds} for r in results])
+        return
+    for r in results:
+        click.echo(f"{r.label}: {r.bin_dir}")
+
+
+@main.command("pin")
+def pin_cmd() -> None:
+    """Show the pinned llama.cpp commit and its source."""
+    pin = load_pin()
+    click.echo(f"llama.cpp {pin.commit} ({pin.date}), tree {pin.tree}")
+    click.echo(f"default source: {pin.sdist.requirement} sdist, sha256 {pin.sdist.sha256}")

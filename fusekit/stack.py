@@ -1,0 +1,118 @@
+"""Patch stacks: what a variant is made of, in canonical order, and its content-derived identity."""
+
+from __future__ import annotations
+
+import hashlib
+import re
+from dataclasses import dataclass
+from pathlib import Path
+
+from .errors import FusekitError
+from .registry import Fusion, Registry
+
+STOCK = "stock"
+_LABEL_SAFE = re.compile(r"[^A-Za-z0-9._-]+")
+
+
+def file_sha256(path: Path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+@dataclass(frozen=True)
+class Entry:
+    """One element of a stack: a registered fusion or a user's own patch file."""
+
+    kind: str  # "fusion" or "patch"
+    name: str  # fusion name, or the patch file's label
+    patches: tuple[Path, ...]
+    kernels: tuple[tuple[Path, str], ...] = ()  # (source in kernels/, destination in the tree)
+
+    @property
+    def sort_key(self) -> tuple[int, int]:
+        if self.kind == "fusion":
+            return (0, int(self.name.split("-")[1]))
+        return (1, 0)
+
+    def content_hash(self) -> str:
+        """sha256 over the patch and kernel files (and where kernels go)."""
+        digest = hashlib.sha256()
+        digest.update(f"{self.kind}:{self.name}\n".encode())
+        for patch in self.patches:
+            digest.update(f"patch {patch.name} {file_sha256(patch)}\n".encode())
+        for source, dest in self.kernels:
+            digest.update(f"kernel {dest} {file_sha256(source)}\n".encode())
+        return digest.hexdigest()
+
+    def describe(self) -> dict[str, object]:
+        """JSON-ready description with hashes (for status and result files)."""
+        return {
+            "kind": self.kind,
+            "name": self.name,
+            "sha256": self.content_hash(),
+            "patches": [{"file": str(p), "sha256": file_sha256(p)} for p in self.patches],
+            "kernels": [{"file": str(s), "dest": d, "sha256": file_sha256(s)} for s, d in self.kernels],
+        }
+
+
+def fusion_entry(fusion: Fusion) -> Entry:
+    return Entry("fusion", fusion.name, fusion.patches, tuple((k.source, k.dest) for k in fusion.kernels))
+
+
+def patch_label(path: Path) -> str:
+    stem = path.name
+    for suffix in (".patch", ".diff"):
+        stem = stem.removesuffix(suffix)
+    return _LABEL_SAFE.sub("-", stem).strip("-") or "patch"
+
+
+def check_is_patch(path: Path) -> None:
+    """A unified diff with at least one file header and one hunk."""
+    if not path.is_file():
+        raise FusekitError(f"patch file {path} does not exist")
+    try:
+        text = path.read_text()
+    except UnicodeDecodeError as exc:
+        raise FusekitError(f"{path} is not a patch (not text)") from exc
+    has_header = re.search(r"^(diff --git |--- )", text, re.M) and re.search(r"^\+\+\+ ", text, re.M)
+    if not has_header or not re.search(r"^@@ ", text, re.M):
+        raise FusekitError(f"{path} is not a patch (no unified-diff file header and hunk)")
+
+
+def user_patch_entry(path: Path) -> Entry:
+    check_is_patch(path)
+    return Entry("patch", patch_label(path), (path.resolve(),))
+
+
+def resolve_spec(spec: str, registry: Registry) -> Entry:
+    """A fusion name or alias, or the path of a patch file."""
+    if spec in registry:
+        return fusion_entry(registry.get(spec))
+    path = Path(spec).expanduser()
+    if path.exists() or spec.endswith((".patch", ".diff")) or "/" in spec:
+        return user_patch_entry(path)
+    registry.get(spec)  # raises the "unknown fusion ... did you mean" error
+    raise AssertionError("unreachable")
+
+
+def canonical(entries: list[Entry]) -> list[Entry]:
+    """Fusions by number, then user patches in the order they were first added; no duplicates."""
+    seen: dict[tuple[str, str], Entry] = {}
+    for entry in entries:
+        key = (entry.kind, entry.name)
+        if key in seen and seen[key] != entry:
+            raise FusekitError(f"two different patches are both called {entry.name!r}; rename one")
+        seen.setdefault(key, entry)
+    ordered = list(seen.values())
+    return sorted(ordered, key=lambda e: e.sort_key)  # sort is stable: user patches keep their order
+
+
+def label_of(entries: list[Entry]) -> str:
+    """Human name of a variant: ``stock`` or the entry names joined with '+'."""
+    return "+".join(e.name for e in entries) if entries else STOCK
+
+
+def stack_hash(entries: list[Entry]) -> str:
+    digest = hashlib.sha256()
+    for entry in entries:
+        digest.update(entry.content_hash().encode())
+    return digest.hexdigest()
