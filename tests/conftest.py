@@ -1,0 +1,52 @@
+"""Shared fixtures: one real workspace per test run, initialised from the real sdist, with real builds.
+
+The workspace lives in ``$FUSEKIT_TEST_ROOT`` (default ``.fusekit-test/`` in the repository, git-ignored),
+so a second local run reuses the download, the checkout and the builds (ninja and ccache make that fast).
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+from fusekit.build import BuildOptions, BuildResult, build_variant
+from fusekit.workspace import Workspace
+
+REPO = Path(__file__).resolve().parents[1]
+TEST_DATA = REPO / "tests" / "data"
+TEST_PATCHES = REPO / "tests" / "patches"
+TEST_ROOT = Path(os.environ.get("FUSEKIT_TEST_ROOT", REPO / ".fusekit-test")).resolve()
+
+
+def log(message: str) -> None:
+    print(f"[fixture] {message}", flush=True)
+
+
+@pytest.fixture(scope="session")
+def test_root() -> Path:
+    TEST_ROOT.mkdir(parents=True, exist_ok=True)
+    return TEST_ROOT
+
+
+@pytest.fixture(scope="session")
+def pinned_home(test_root: Path) -> Path:
+    """A workspace initialised from the real PyPI sdist (downloaded once, then cached)."""
+    home = test_root / "home"
+    Workspace(home).init(None, log)
+    return home
+
+
+@pytest.fixture(scope="session")
+def stock_build(pinned_home: Path) -> BuildResult:
+    """A real CPU build of stock llama.cpp (minutes cold on 2 cores, seconds when up to date)."""
+    ws = Workspace(pinned_home)
+    return build_variant("stock", ws.tree("stock"), ws.trees, "", BuildOptions(), None, log)
+
+
+@pytest.fixture
+def example_data(monkeypatch: pytest.MonkeyPatch) -> Path:
+    """Point fusekit's registry at tests/data (an example fusion with a real patch and kernel file)."""
+    monkeypatch.setenv("FUSEKIT_DATA", str(TEST_DATA))
+    return TEST_DATA
