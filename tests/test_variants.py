@@ -106,7 +106,11 @@ def test_refresh_writes_edits_back(pinned_home: Path, tmp_path: Path, monkeypatc
     reset(ws)
     variant = _apply(ws, "fusion-9")
     bench = variant.tree / BENCH
-    bench.write_text(bench.read_text().replace('printf("%s\\n", FUSEKIT_EXAMPLE_BANNER);', 'printf("[%s]\\n", FUSEKIT_EXAMPLE_BANNER);'))
+    bench.write_text(
+        bench.read_text().replace(
+            'printf("%s\\n", FUSEKIT_EXAMPLE_BANNER);', 'printf("[%s]\\n", FUSEKIT_EXAMPLE_BANNER);'
+        )
+    )
     header = variant.tree / "tools/llama-bench/fusekit_example.h"
     header.write_text(header.read_text() + "// refreshed\n")
     assert len(dirty_files(variant.tree)) == 2
