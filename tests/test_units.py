@@ -132,7 +132,8 @@ def test_hunks_and_failing_hunk() -> None:
     assert failing_hunk(text, "tools/llama-bench/llama-bench.cpp", 426) == hunks[1]
     message = describe_failure(
         TEST_DATA / "patches" / "example-bench-banner.patch",
-        "error: patch failed: tools/llama-bench/llama-bench.cpp:426\nerror: tools/llama-bench/llama-bench.cpp: patch does not apply",
+        "error: patch failed: tools/llama-bench/llama-bench.cpp:426\n"
+        "error: tools/llama-bench/llama-bench.cpp: patch does not apply",
     )
     assert "hunk -426,6 +427,7" in message and "FUSEKIT_EXAMPLE_BANNER" in message
 

@@ -71,7 +71,7 @@ def test_a_tampered_tree_is_refused_and_nothing_is_left(exported_tree: Path, tmp
     target = tree / "ggml" / "src" / "ggml.c"
     target.write_text(target.read_text() + "\n// tampered\n")
     home = tmp_path / "home"
-    with pytest.raises(FusekitError, match="is not llama.cpp 0c1e57098b"):
+    with pytest.raises(FusekitError, match=r"is not llama\.cpp 0c1e57098b"):
         Workspace(home).init(str(tree), quiet)
     assert_nothing_left(home)
 
