@@ -225,3 +225,7 @@ def pin_cmd() -> None:
     pin = load_pin()
     click.echo(f"llama.cpp {pin.commit} ({pin.date}), tree {pin.tree}")
     click.echo(f"default source: {pin.sdist.requirement} sdist, sha256 {pin.sdist.sha256}")
+
+
+if __name__ == "__main__":
+    main()

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import shutil
 import subprocess
 from pathlib import Path
 
@@ -56,3 +57,20 @@ def test_compiler_errors_are_shown(pinned_home: Path, stock_build: BuildResult) 
     assert info.value.message.startswith("build of broken-build failed")
     assert "llama-bench.cpp" in info.value.detail and "error" in info.value.detail
     assert "Traceback" not in info.value.detail
+
+
+def test_missing_cmake_is_one_clear_error(pinned_home: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    bare = tmp_path / "bin"
+    bare.mkdir()
+    (bare / "git").symlink_to(shutil.which("git"))
+    monkeypatch.setenv("PATH", str(bare))
+    ws = Workspace(pinned_home)
+    with pytest.raises(FusekitError, match=r"cmake is not installed \(apt-get install cmake\)"):
+        build_variant("stock", ws.tree("stock"), ws.trees, "", BuildOptions(), None, log)
+
+
+def test_cuda_with_a_missing_nvcc_is_one_clear_error(pinned_home: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("CUDACXX", "/nonexistent/nvcc")
+    ws = Workspace(pinned_home)
+    with pytest.raises(FusekitError, match="CUDACXX=/nonexistent/nvcc is not an executable nvcc"):
+        build_variant("stock", ws.tree("stock"), ws.trees, "", BuildOptions("cuda", "90"), None, log)
