@@ -6,6 +6,8 @@ import sys
 
 import click
 
+from evals.profile.cli import profile
+
 from . import __version__
 from .build import BACKENDS, BuildOptions, BuildResult, build_variant
 from .console import StepMeter, note, print_json, table
@@ -225,6 +227,9 @@ def pin_cmd() -> None:
     pin = load_pin()
     click.echo(f"llama.cpp {pin.commit} ({pin.date}), tree {pin.tree}")
     click.echo(f"default source: {pin.sdist.requirement} sdist, sha256 {pin.sdist.sha256}")
+
+
+main.add_command(profile)
 
 
 if __name__ == "__main__":
