@@ -8,6 +8,7 @@ import click
 
 from evals.results import new_result, write_result
 from fusekit.errors import FusekitError
+from fusekit.stack import file_sha256
 
 from . import render, runner
 from .compare import Comparison, compare
@@ -192,7 +193,7 @@ def emit(
     if json_path:
         result = new_result("profile")
         result["variants"] = variants
-        result["inputs"] = {"traces": [p.path for p in profiles]}
+        result["inputs"] = {"traces": [{"path": p.path, "sha256": file_sha256(Path(p.path))} for p in profiles]}
         result["payload"] = {
             "profiles": [p.to_dict() for p in profiles],
             "comparison": comparison.to_dict() if comparison else None,

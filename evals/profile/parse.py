@@ -210,17 +210,15 @@ def _median(conn: sqlite3.Connection, ids: list[int], count: int) -> float:
 def kernel_stats(conn: sqlite3.Connection) -> list[KernelStat]:
     """Per-kernel statistics grouped by demangled name, equal to ``cuda_gpu_kern_sum``.
 
-    One pass copies (name id, duration) into a temporary table keyed by (name, duration), so that the
+    One pass copies (name id, duration) into a temporary table indexed by (name, duration), so that the
     group sums read it in order and each median is an offset into it; no Python loop touches the rows.
     """
     conn.execute("DROP TABLE IF EXISTS temp.kd")
     conn.execute(
-        "CREATE TEMP TABLE kd (nid INTEGER, dur INTEGER, rid INTEGER, PRIMARY KEY (nid, dur, rid)) WITHOUT ROWID"
+        f'CREATE TEMP TABLE kd AS SELECT {schema.K_DEMANGLED} AS nid, "{schema.K_END}" - {schema.K_START} AS dur, '
+        f"rowid AS rid FROM main.{schema.KERNEL}"
     )
-    conn.execute(
-        f'INSERT INTO temp.kd SELECT {schema.K_DEMANGLED}, "{schema.K_END}" - {schema.K_START}, rowid '
-        f"FROM main.{schema.KERNEL}"
-    )
+    conn.execute("CREATE INDEX temp.kd_order ON kd (nid, dur, rid)")  # one sort; every later read is in order
     groups = conn.execute(
         f"""SELECT g.nid, names.value, shorts.value, g.n, g.total, g.lo, g.hi
         FROM (
