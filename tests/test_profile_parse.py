@@ -156,3 +156,12 @@ def test_graph_collapsed_trace_is_flagged(tmp_path: Path) -> None:
 def test_graph_trace_table_is_flagged(tmp_path: Path) -> None:
     trace = Trace(kernels=[Kernel(QUANT, 0, 50, correlation=1)], graph_trace=[(100, 5000)])
     assert read_profile(trace.write(tmp_path / "t.sqlite")).graphs.collapsed
+
+
+def test_statistics_of_very_long_kernels(tmp_path: Path) -> None:
+    """Durations of seconds: squared deviations leave 64-bit integers; the figures must still be right."""
+    durations = {QUANT: [1, 4_000_000_000, 8_000_000_001, 3]}
+    profile = read_profile(Trace(kernels=kernels_from(durations)).write(tmp_path / "t.sqlite"))
+    (row,) = profile.kernels
+    want = expected_row(durations[QUANT], sum(durations[QUANT]))
+    assert {key: getattr(row, key) for key in want} == want

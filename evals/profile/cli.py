@@ -27,12 +27,14 @@ def _record_variants(
 ) -> tuple[list[Profile], list[dict]]:  # fmt: skip
     """Build stock and the current variant for CUDA, trace a llama-bench decode of each, parse the traces."""
     from fusekit.build import BuildOptions, detect_cuda_arch
-    from fusekit.cli import _workspace, build_one
+    from fusekit.cli import build_one  # imported here: fusekit.cli registers this command
     from fusekit.console import note
+    from fusekit.paths import resolve_home
     from fusekit.registry import Registry
     from fusekit.variants import current_entries, materialize
+    from fusekit.workspace import Workspace
 
-    ws = _workspace(ctx)
+    ws = Workspace(resolve_home((ctx.find_root().obj or {}).get("home")))
     options = BuildOptions(backend="cuda", cuda_arch=cuda_arch or detect_cuda_arch())
     with ws.lock():
         variants = [materialize(ws, [])]
@@ -44,7 +46,7 @@ def _record_variants(
     tokens = decode if prompt == 0 else None
     profiles, described = [], []
     for variant, build in zip(variants, builds, strict=True):
-        argv = [str(build.tool("llama-bench")), "-m", str(model), "-p", "0", "-n", str(decode), "-r", "1"]
+        argv = [str(build.tool("llama-bench")), "-m", str(model), "-p", "0", "-n", str(decode), "-r", "1", "-ngl", "99"]
         argv += ["--no-warmup"] + (["-d", str(prompt)] if prompt else [])
         note(f"tracing {variant.label}: {' '.join(argv)}")
         sqlite = runner.trace(nsys, folder / variant.label, argv)
