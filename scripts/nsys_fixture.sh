@@ -47,10 +47,12 @@ record() {  # $1 = fixture name, $2 = bin dir, $3 = graph trace mode (node|graph
         "$bin/llama-bench" -m "$MODEL" -p 0 -n "$TOKENS" -r 1 --no-warmup $BENCH_ARGS || true
     [ -f "$base.nsys-rep" ] || { [ -f "$base.qdstrm" ] || die "nsys wrote no trace for $name"; import_by_hand "$base"; }
     "$NSYS" export --type sqlite --force-overwrite=true -o "$base.sqlite" "$base.nsys-rep"
-    "$NSYS" stats --report cuda_gpu_kern_sum --format csv --force-overwrite=true -o "$base" "$base.sqlite"
-    [ -f "${base}_cuda_gpu_kern_sum.csv" ] || die "nsys stats wrote no ${base}_cuda_gpu_kern_sum.csv"
+    "$NSYS" stats --report cuda_gpu_kern_sum --format csv -o "$base" "$base.sqlite"
+    local csv  # nsys names it PREFIX_cuda_gpu_kern_sum.csv
+    csv=$(ls "$base"_*cuda_gpu_kern_sum*.csv 2>/dev/null | head -n 1 || true)
+    [ -n "$csv" ] || die "nsys stats wrote no ${base}_cuda_gpu_kern_sum.csv"
     gzip -9 -c "$base.sqlite" > "$OUT/$name.sqlite.gz"
-    gzip -9 -c "${base}_cuda_gpu_kern_sum.csv" > "$OUT/$name.kern_sum.csv.gz"
+    gzip -9 -c "$csv" > "$OUT/$name.kern_sum.csv.gz"
     ls -l "$OUT/$name".* >&2
 }
 
