@@ -137,6 +137,16 @@ def insert_kernels(conn: sqlite3.Connection, rows: Iterable[tuple[Kernel, int, i
     )
 
 
+def decode_trace(names: list[str], tokens: int) -> Trace:
+    """``tokens`` repetitions of the kernel sequence ``names`` (each 1 µs long, starts 1.5 µs apart)."""
+    kernels, clock = [], 0
+    for _ in range(tokens):
+        for name in names:
+            kernels.append(Kernel(name, clock, clock + 1000, correlation=len(kernels) + 1, graph_node=len(kernels)))
+            clock += 1500
+    return Trace(kernels=kernels)
+
+
 LLAMA_KERNELS = (
     "void mul_mat_vec_q<(ggml_type)12, 1, false>(const void *, const void *, const int *, "
     "ggml_cuda_mm_fusion_args_device, float *, unsigned int, uint3, unsigned int, unsigned int)",

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
-from nsys_synth import Kernel, Trace
+from nsys_synth import decode_trace
 
 from evals.profile import runner
 from evals.profile.compare import compare
@@ -23,16 +23,6 @@ MMVQ = "void mul_mat_vec_q<(ggml_type)12, 1, false>(const void *, const void *, 
 NORM = "void rms_norm_f32<256, true, false>(const float *, float *, int, long, long, long, float)"
 MUL = "void k_bin_bcast<&op_mul, float, float, float>(const float *, const float *, float *)"
 FUSED = "void rms_norm_f32<256, true, true>(const float *, float *, int, long, long, long, float, const float *)"
-
-
-def decode_trace(names: list[str], tokens: int) -> Trace:
-    """``tokens`` repetitions of the kernel sequence ``names`` (each 1 µs, 0.5 µs apart)."""
-    kernels, clock = [], 0
-    for _ in range(tokens):
-        for name in names:
-            kernels.append(Kernel(name, clock, clock + 1000, correlation=len(kernels) + 1, graph_node=len(kernels)))
-            clock += 1500
-    return Trace(kernels=kernels)
 
 
 @pytest.fixture

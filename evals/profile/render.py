@@ -136,7 +136,7 @@ def comparison_text(c: Comparison, top: int) -> str:
         ],
     )  # fmt: skip
     kernels = table(
-        ["Δ µs", "Δ launches", "A launches", "B launches", "", "category", "name"],
+        ["Δ µs", "Δ launches", "A launches", "B launches", "status", "category", "name"],
         [
             [_signed_us(d.delta_ns), f"{d.delta_launches:+,}", f"{d.a_launches:,}", f"{d.b_launches:,}", d.status,
              d.category, _short(d.key)]
