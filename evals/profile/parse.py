@@ -10,18 +10,23 @@ demangled name). How that report computes them, and where it was read:
   ``round(stddev, 1)``; Total, Instances, Min and Max are the integers; rows are ordered by
   ``Total DESC, Instances, Name``. ``round`` and ``avg`` are SQLite's built-ins, so this module uses them too
   (SQLite rounds halves away from zero: ``round(1234.25, 1) = 1234.3``, unlike Python's ``round``).
-* ``median`` and ``stdev`` are not SQLite built-ins and nsys's ``nsysstats.py`` only registers
-  ``unique_duration``; the names ``median``/``stdev``/``lower_quartile``/``upper_quartile`` are those of
-  SQLite's contributed ``extension-functions.c`` (Liam Healy), whose code defines them as:
+* ``median`` and ``stdev`` are not SQLite built-ins and nsys's ``nsysstats.py`` registers only
+  ``unique_duration``, so they come with the SQLite nsys ships. Their names (with ``lower_quartile`` and
+  ``upper_quartile``) are exactly those of SQLite's contributed ``extension-functions.c`` (Liam Healy);
+  that nsys uses that file is an inference from the names, not read in nsys's binary. Its code defines
   ``median`` = the middle value, or the mean of the two middle values for an even count
-  (``medianIterate``/``_medianFinalize``); ``stdev`` = the *sample* standard deviation,
-  ``sqrt(S / (n - 1))`` by Welford's update, and ``0.0`` for a single instance (``stdevFinalize``).
+  (``medianIterate``/``_medianFinalize``), and ``stdev`` = the *sample* standard deviation
+  ``sqrt(S / (n - 1))`` by Welford's update, ``0.0`` for a single instance (``stdevFinalize``; one copy
+  returns NULL there, but nsys prints 0.0 for one instance, e.g. in the ``nvtx_sum`` output quoted below).
   nsys's own console output agrees (two calls 2,971,823 and 333,015,608 ns print Med 167,993,715.5 and
   StdDev 233,376,198.5 = |a - b| / sqrt(2), i.e. n - 1).
-* Here the median is picked with ``row_number()`` over the durations of each kernel, and the standard
-  deviation is computed in two passes (``sum((d - mean)^2)``); both agree with the definitions above to
-  well below the 0.1 ns the report prints. The fixtures in ``tests/fixtures/nsys`` check the result
-  against CSVs written by nsys itself.
+  (That output is the ``osrt_sum`` report, quoted with ``nvtx_sum`` in the public README of
+  ayush-os/nsight-systems-deep-dive; the population formula would give 165,021,892.5.)
+* Here one pass copies (name, duration) into a temporary table indexed by (name, duration): group sums
+  read it in order, the median is read at offset ``(n - 1) // 2`` (one or two rows), and the standard
+  deviation is formed exactly (integer sums of deviations from an integer pivot, then fractions; only
+  the square root is rounded), which agrees with Welford's floating result far below the 0.1 ns printed.
+  The fixtures in ``tests/fixtures/nsys`` check every column against CSVs written by nsys itself.
 """
 
 from __future__ import annotations
