@@ -14,48 +14,12 @@ from . import render, runner
 from .compare import Comparison, compare
 from .parse import Profile, read_profile
 from .plot import plot_categories
+from .record import record_variants
 
 NO_DEVICE = (
     "cannot record traces here: {missing}; read an existing export instead with --from TRACE.sqlite "
     "(or run on a GPU host with Nsight Systems)"
 )
-
-
-def _record_variants(
-    ctx: click.Context, model: Path, decode: int, prompt: int, nsys: Path, out: Path | None, cuda_arch: str | None,
-    jobs: int | None,
-) -> tuple[list[Profile], list[dict]]:  # fmt: skip
-    """Build stock and the current variant for CUDA, trace a llama-bench decode of each, parse the traces."""
-    from fusekit.build import BuildOptions, detect_cuda_arch
-    from fusekit.cli import build_one  # imported here: fusekit.cli registers this command
-    from fusekit.console import note
-    from fusekit.paths import resolve_home
-    from fusekit.registry import Registry
-    from fusekit.variants import current_entries, materialize
-    from fusekit.workspace import Workspace
-
-    ws = Workspace(resolve_home((ctx.find_root().obj or {}).get("home")))
-    options = BuildOptions(backend="cuda", cuda_arch=cuda_arch or detect_cuda_arch())
-    with ws.lock():
-        variants = [materialize(ws, [])]
-        current = materialize(ws, current_entries(ws, Registry.load()))
-        if not current.is_stock:
-            variants.append(current)
-        builds = [build_one(ws, v, options, jobs) for v in variants]
-    folder = out or ws.home / "profiles"
-    tokens = decode if prompt == 0 else None
-    profiles, described = [], []
-    for variant, build in zip(variants, builds, strict=True):
-        argv = [str(build.tool("llama-bench")), "-m", str(model), "-p", "0", "-n", str(decode), "-r", "1", "-ngl", "99"]
-        argv += ["--no-warmup"] + (["-d", str(prompt)] if prompt else [])
-        note(f"tracing {variant.label}: {' '.join(argv)}")
-        sqlite = runner.trace(nsys, folder / variant.label, argv)
-        profile = read_profile(sqlite, tokens, f"--decode {decode}")
-        if prompt:
-            profile.notes.append(f"the trace also holds the {prompt}-token prompt fill: no per-token figures")
-        profiles.append(profile)
-        described.append({**variant.describe(), "build": build.record, "trace": str(sqlite)})
-    return profiles, described
 
 
 @click.command("profile")
@@ -155,6 +119,8 @@ def profile(
     if from_path is None:
         if against is not None:
             raise FusekitError("--against needs --from (it compares two existing exports)")
+        if tokens is not None:
+            raise FusekitError("--tokens is for --from; when recording, --decode N sets the token count")
         nsys = runner.find_nsys(nsys_path)
         missing = [
             what for what, ok in (("no NVIDIA GPU visible", runner.have_gpu()), ("no nsys found", nsys)) if not ok
@@ -164,7 +130,8 @@ def profile(
         if model is None:
             raise FusekitError("recording needs --model FILE.gguf")
         assert nsys is not None
-        profiles, variants = _record_variants(ctx, model, decode, prompt, nsys, out, cuda_arch, jobs)
+        home = (ctx.find_root().obj or {}).get("home")
+        profiles, variants = record_variants(home, model, decode, prompt, nsys, out, cuda_arch, jobs)
     else:
         profiles = [read_profile(from_path, tokens, "--tokens")]
         if against is not None:
