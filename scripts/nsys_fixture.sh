@@ -11,7 +11,7 @@
 #
 # Environment:
 #   NSYS               nsys executable (default: nsys on PATH, else the H200 host's copy)
-#   FUSEKIT_LIBDW_DIR  folder holding libdw.so.1 and libelf.so.1, for QdstrmImporter when
+#   FUSEKIT_NSYS_LIBS  folder holding libdw.so.1 and libelf.so.1, for QdstrmImporter when
 #                      nsys's own import step fails (shared/gpu-host/H200.md)
 #   TOKENS             tokens to decode (default 16)
 #   BENCH_ARGS         extra llama-bench arguments (default: -ngl 99 -fa 1)
@@ -34,8 +34,8 @@ import_by_hand() {  # $1 = trace base; nsys left a .qdstrm but no .nsys-rep
     local importer
     importer=$(ls "$(dirname "$(realpath "$NSYS")")"/../*/QdstrmImporter 2>/dev/null | head -n 1 || true)
     [ -n "$importer" ] || die "nsys did not import $1.qdstrm and no QdstrmImporter was found near $NSYS"
-    LD_LIBRARY_PATH="${FUSEKIT_LIBDW_DIR:-}${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}" "$importer" -i "$1.qdstrm" \
-        || die "QdstrmImporter failed: unpack Debian's libdw1 and libelf1 into a folder and set FUSEKIT_LIBDW_DIR to it"
+    LD_LIBRARY_PATH="${FUSEKIT_NSYS_LIBS:-}${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}" "$importer" -i "$1.qdstrm" \
+        || die "QdstrmImporter failed: unpack Debian's libdw1 and libelf1 into a folder and set FUSEKIT_NSYS_LIBS to it"
 }
 
 record() {  # $1 = fixture name, $2 = bin dir, $3 = graph trace mode (node|graph)

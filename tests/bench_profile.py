@@ -2,7 +2,7 @@
 
 Not a pytest test (the name does not start with ``test_``). Run from the repository root:
 
-    PYTHONPATH=. python tests/bench_profile.py [--rows 1000000] [--keep PATH]
+    python tests/bench_profile.py [--rows 1000000] [--repeat N] [--keep PATH]
 
 Writing the synthetic file is not timed; the figure is the wall time of ``read_profile`` (kernel summary,
 categories, memory operations, API counts, NVTX, timeline and graph check), best of ``--repeat`` runs.
@@ -17,11 +17,10 @@ import tempfile
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-
-from nsys_synth import write_large
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the repository root
 
 from evals.profile.parse import read_profile
+from tests.nsys_synth import write_large
 
 
 def main() -> int:

@@ -10,7 +10,6 @@ from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
-from nsys_synth import decode_trace
 
 from evals.profile import runner
 from evals.profile.compare import compare
@@ -18,6 +17,8 @@ from evals.profile.parse import read_profile
 from evals.profile.plot import have_matplotlib
 from evals.results import read_result
 from fusekit.cli import main
+
+from .nsys_synth import decode_trace
 
 MMVQ = "void mul_mat_vec_q<(ggml_type)12, 1, false>(const void *, const void *, float *, unsigned int)"
 NORM = "void rms_norm_f32<256, true, false>(const float *, float *, int, long, long, long, float)"

@@ -8,11 +8,12 @@ from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
-from nsys_synth import Trace, random_kernels
 
 from evals.profile.parse import read_profile
 from fusekit.cli import main
 from fusekit.errors import FusekitError
+
+from .nsys_synth import Trace, random_kernels
 
 
 def run_profile(*args: str):

@@ -11,9 +11,10 @@ from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
-from nsys_synth import Trace, decode_trace
 
 from fusekit.cli import main
+
+from .nsys_synth import Trace, decode_trace
 
 GOLDEN = Path(__file__).parent / "golden"
 MMVQ = "void mul_mat_vec_q<(ggml_type)12, 1, false>(const void *, const void *, float *, unsigned int)"

@@ -7,10 +7,11 @@ from decimal import ROUND_HALF_UP, Decimal
 from pathlib import Path
 
 import pytest
-from nsys_synth import Kernel, Trace, random_kernels
 
 from evals.profile.categories import ATTENTION, MATMUL, QUANTIZE
 from evals.profile.parse import GRAPH_ADVICE, read_profile
+
+from .nsys_synth import Kernel, Trace, random_kernels
 
 MMVQ = "void mul_mat_vec_q<(ggml_type)12, 1, false>(const void *, const void *, float *, unsigned int)"
 QUANT = "void quantize_q8_1(const float *, void *, long, long, long, long, long, long)"

@@ -16,7 +16,7 @@ from pathlib import Path
 
 from fusekit.errors import FusekitError
 
-LIBDW_ENV = "FUSEKIT_LIBDW_DIR"
+LIBDW_ENV = "FUSEKIT_NSYS_LIBS"
 NSYS_GLOBS = (
     "/opt/nvidia/nsight-systems/*/bin/nsys",
     "/opt/nvidia/nsight-systems/*/target-linux-x64/nsys",
@@ -72,7 +72,7 @@ def _tail(text: str, lines: int = 15) -> str:
 
 
 def import_qdstrm(nsys: Path, qdstrm: Path) -> Path:
-    """Run QdstrmImporter on ``qdstrm`` (with ``$FUSEKIT_LIBDW_DIR`` on the library path) -> ``.nsys-rep``."""
+    """Run QdstrmImporter on ``qdstrm`` (with ``$FUSEKIT_NSYS_LIBS`` on the library path) -> ``.nsys-rep``."""
     importer = find_importer(nsys)
     if importer is None:
         raise FusekitError(f"nsys did not import {qdstrm} and no QdstrmImporter was found near {nsys}", IMPORTER_FIX)
