@@ -15,6 +15,7 @@
 #                      nsys's own import step fails (shared/gpu-host/H200.md)
 #   TOKENS             tokens to decode (default 16)
 #   BENCH_ARGS         extra llama-bench arguments (default: -ngl 99 -fa 1)
+#   GRAPHLEVEL         1 (default): also record the first LABEL with graph-level tracing; 0: don't
 set -euo pipefail
 
 die() { echo "nsys_fixture: $*" >&2; exit 1; }
@@ -61,7 +62,7 @@ for pair in "$@"; do
     label=${pair%%=*}; bin=${pair#*=}
     [ "$label" != "$pair" ] || die "expected LABEL=BIN_DIR, got $pair"
     record "$label-decode$TOKENS" "$bin" node
-    if [ $first = 1 ]; then
+    if [ $first = 1 ] && [ "${GRAPHLEVEL:-1}" = 1 ]; then
         record "$label-decode$TOKENS-graphlevel" "$bin" graph
         first=0
     fi
