@@ -231,6 +231,12 @@ def pin_cmd() -> None:
 
 main.add_command(profile)
 
+from .bundle import bundle_cmd  # noqa: E402
+from .synth.cli import model_group  # noqa: E402
+
+main.add_command(model_group)
+main.add_command(bundle_cmd)
+
 
 if __name__ == "__main__":
     main()

@@ -1,0 +1,162 @@
+"""``fusekit bundle``: one folder that sets fusekit up on a GPU host without network.
+
+It holds a slim source tarball of the stock tree (``[slim] omit`` paths left out, their git ids in
+``.fusekit-slim.json`` so ``fusekit init --source`` still proves the tree is the pin), wheels of
+fusekit and of the dependencies a plain CUDA Python image lacks, and ``run.sh`` that installs
+them into a private folder.
+"""
+
+from __future__ import annotations
+
+import gzip
+import io
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tarfile
+import tempfile
+from pathlib import Path
+
+import click
+
+from .errors import FusekitError
+from .gitutil import run_git
+from .paths import PACKAGE_DIR, resolve_home
+from .pin import load_pin
+from .source import SLIM_MANIFEST
+from .workspace import STOCK_BRANCH, Workspace
+
+# Missing on the GPU image (see shared/gpu-host/H200.md); versions fixed so a bundle is reproducible.
+DEPENDENCY_WHEELS = ("gitpython==3.1.45", "gitdb==4.0.12", "smmap==5.0.2", "cffi==2.0.0", "pycparser==2.23")
+PLATFORMS = ("manylinux2014_x86_64", "manylinux_2_17_x86_64", "manylinux_2_28_x86_64")
+PIP_PLATFORM = ("--python-version", "3.12", "--implementation", "cp", "--abi", "cp312")
+PIP_PLATFORM += tuple(arg for p in PLATFORMS for arg in ("--platform", p))
+SIZE_LIMIT = 60 * 1000 * 1000
+SOURCE_ROOT = PACKAGE_DIR.parent
+
+RUN_SH = """#!/usr/bin/env bash
+# Install fusekit from this folder into a private site folder (no network needed).
+#   source <(bash run.sh)        # or: bash run.sh; then paste the exports it prints
+# Then: fusekit init --source "$here/{tarball}"
+set -euo pipefail
+here="$(cd "$(dirname "${{BASH_SOURCE[0]}}")" && pwd)"
+target="${{FUSEKIT_SITE:-$here/site}}"
+python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade \\
+  --target "$target" "$here"/wheels/*.whl >&2
+echo "export PYTHONPATH=\\"$target${{PYTHONPATH:+:$PYTHONPATH}}\\""
+echo "export PATH=\\"$target/bin:$PATH\\""
+echo "# source tarball: $here/{tarball}"
+"""
+
+
+def omitted_entries(repo: Path, commit: str, paths: list[str]) -> dict[str, list[str]]:
+    """path -> [mode, type, id] of each omitted path in ``commit`` (paths absent from it are skipped)."""
+    out: dict[str, list[str]] = {}
+    for path in paths:
+        line = run_git(repo, "ls-tree", commit, "--", path.rstrip("/"))
+        if line:
+            meta, name = line.split("\t", 1)
+            mode, kind, oid = meta.split()
+            out[name] = [mode, kind, oid]
+    return out
+
+
+def write_slim_tarball(ws: Workspace, out: Path) -> Path:
+    """``out`` = the stock tree without the ``[slim] omit`` paths, plus the manifest that verifies it."""
+    pin = load_pin()
+    ws.require_init()
+    commit = run_git(ws.repo, "rev-parse", STOCK_BRANCH)
+    tree = run_git(ws.repo, "rev-parse", f"{commit}^{{tree}}")
+    if tree != pin.tree:
+        raise FusekitError(
+            f"the workspace's stock tree {tree[:12]} is not the pinned tree {pin.tree[:12]} "
+            "(was it made from a slim bundle?); bundle from a workspace initialised from a full source"
+        )
+    omit = list(pin.slim_omit)
+    manifest = {"commit": pin.commit, "omitted": omitted_entries(ws.repo, commit, omit)}
+    prefix = f"llama.cpp-{pin.commit[:10]}/"
+    excludes = [f":(exclude){p}" for p in omit]
+    with tempfile.TemporaryDirectory(prefix="fusekit-bundle-") as tmp:
+        plain = Path(tmp) / "slim.tar"
+        cmd = ["git", "-C", str(ws.repo), "archive", "--format=tar", f"--prefix={prefix}", "-o", str(plain), commit]
+        done = subprocess.run([*cmd, "--", ".", *excludes], capture_output=True, text=True)
+        if done.returncode != 0:
+            raise FusekitError("git archive failed", detail=done.stderr)
+        data = (json.dumps(manifest, indent=2, sort_keys=True) + "\n").encode()
+        with tarfile.open(plain, "a") as tar:
+            info = tarfile.TarInfo(prefix + SLIM_MANIFEST)
+            info.size = len(data)
+            info.mode = 0o644
+            tar.addfile(info, io.BytesIO(data))
+        partial = out.with_name(out.name + ".part")
+        with plain.open("rb") as src, partial.open("wb") as raw, gzip.GzipFile("", "wb", 9, raw, mtime=0) as dst:
+            shutil.copyfileobj(src, dst, 1 << 20)
+        os.replace(partial, out)
+    return out
+
+
+def download_wheels(dest: Path, wheel_cache: Path | None) -> list[Path]:
+    """Dependency wheels for cp312 manylinux, from ``wheel_cache`` if it has them, else from PyPI via pip."""
+    dest.mkdir(parents=True, exist_ok=True)
+    cmd = [sys.executable, "-m", "pip", "download", "-q", "--no-deps", "--only-binary=:all:", *PIP_PLATFORM]
+    cmd += ["-d", str(dest)]
+    if wheel_cache:
+        cmd += ["--no-index", "--find-links", str(wheel_cache)]
+    done = subprocess.run([*cmd, *DEPENDENCY_WHEELS], capture_output=True, text=True)
+    if done.returncode != 0:
+        raise FusekitError(
+            "pip could not fetch the dependency wheels (no network? pass --wheels DIR holding them)",
+            detail=done.stderr[-2000:],
+        )
+    return sorted(dest.glob("*.whl"))
+
+
+def build_fusekit_wheel(dest: Path) -> Path:
+    """A wheel of this fusekit checkout (needs the source tree and hatchling)."""
+    if not (SOURCE_ROOT / "pyproject.toml").is_file():
+        raise FusekitError(f"fusekit bundle needs a fusekit source checkout (no pyproject.toml in {SOURCE_ROOT})")
+    cmd = [sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "--no-build-isolation", "-w", str(dest)]
+    cmd.append(str(SOURCE_ROOT))
+    done = subprocess.run(cmd, capture_output=True, text=True)
+    found = sorted(dest.glob("fusekit-*.whl"))
+    if done.returncode != 0 or not found:
+        raise FusekitError("building the fusekit wheel failed (is hatchling installed?)", detail=done.stderr[-2000:])
+    return found[-1]
+
+
+def make_bundle(ws: Workspace, out: Path, wheel_cache: Path | None = None) -> dict[str, object]:
+    """Write the bundle folder; return what it holds."""
+    pin = load_pin()
+    out.mkdir(parents=True, exist_ok=True)
+    tarball = out / f"llama.cpp-{pin.commit[:10]}-slim.tar.gz"
+    write_slim_tarball(ws, tarball)
+    wheels = out / "wheels"
+    shutil.rmtree(wheels, ignore_errors=True)
+    download_wheels(wheels, wheel_cache)
+    build_fusekit_wheel(wheels)
+    (out / "run.sh").write_text(RUN_SH.format(tarball=tarball.name))
+    (out / "run.sh").chmod(0o755)
+    files = sorted(p for p in out.rglob("*") if p.is_file() and "site" not in p.relative_to(out).parts)
+    size = sum(p.stat().st_size for p in files)
+    if size > SIZE_LIMIT:
+        raise FusekitError(f"bundle {out} is {size / 1e6:.1f} MB, over the {SIZE_LIMIT / 1e6:.0f} MB limit")
+    return {"folder": str(out), "bytes": size, "files": [str(p.relative_to(out)) for p in files]}
+
+
+@click.command("bundle")
+@click.option(
+    "-o", "--output", type=click.Path(file_okay=False, path_type=Path), required=True, help="Folder to write."
+)
+@click.option("--wheels", "wheel_cache", type=click.Path(file_okay=False, path_type=Path), default=None,
+              help="Take the dependency wheels from this folder instead of PyPI.")  # fmt: skip
+@click.pass_context
+def bundle_cmd(ctx: click.Context, output: Path, wheel_cache: Path | None) -> None:
+    """Write a folder for a GPU host without network: slim source, wheels, run.sh (under 60 MB)."""
+    ws = Workspace(resolve_home(ctx.obj.get("home") if ctx.obj else None))
+    info = make_bundle(ws, output, wheel_cache)
+    for name in info["files"]:  # type: ignore[union-attr]
+        click.echo(f"  {name}")
+    size = int(info["bytes"])  # type: ignore[call-overload]
+    click.echo(f"bundle {output}: {size / 1e6:.1f} MB; on the host: source <(bash {output.name}/run.sh)")

@@ -1,0 +1,1 @@
+"""Synthetic random-weight GGUF models with real architectures' shapes (``fusekit model synth``)."""
