@@ -37,17 +37,26 @@ SIZE_LIMIT = 60 * 1000 * 1000
 SOURCE_ROOT = PACKAGE_DIR.parent
 
 RUN_SH = """#!/usr/bin/env bash
-# Install fusekit from this folder into a private site folder (no network needed).
-#   source <(bash run.sh)        # or: bash run.sh; then paste the exports it prints
+# Install fusekit and the wheels beside it into a private folder (no network needed), then print
+# the exports that put it first:   eval "$(bash run.sh)"
 # Then: fusekit init --source "$here/{tarball}"
+# Settings: PYTHON (default python3, the wheels are for CPython 3.12), FUSEKIT_SITE (default ./site).
 set -euo pipefail
 here="$(cd "$(dirname "${{BASH_SOURCE[0]}}")" && pwd)"
+python="${{PYTHON:-python3}}"
 target="${{FUSEKIT_SITE:-$here/site}}"
-python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade \\
-  --target "$target" "$here"/wheels/*.whl >&2
+for wheel in "$here"/wheels/*.whl; do
+  if ! "$python" -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade \\
+      --target "$target" "$wheel" >&2; then
+    case "$(basename "$wheel")" in
+      fusekit-*) echo "run.sh: could not install $(basename "$wheel")" >&2; exit 1 ;;
+      *) echo "run.sh: skipped $(basename "$wheel") (not for this Python)" >&2 ;;
+    esac
+  fi
+done
 echo "export PYTHONPATH=\\"$target${{PYTHONPATH:+:$PYTHONPATH}}\\""
 echo "export PATH=\\"$target/bin:$PATH\\""
-echo "# source tarball: $here/{tarball}"
+echo "# then: fusekit init --source $here/{tarball}"
 """
 
 
@@ -159,4 +168,4 @@ def bundle_cmd(ctx: click.Context, output: Path, wheel_cache: Path | None) -> No
     for name in info["files"]:  # type: ignore[union-attr]
         click.echo(f"  {name}")
     size = int(info["bytes"])  # type: ignore[call-overload]
-    click.echo(f"bundle {output}: {size / 1e6:.1f} MB; on the host: source <(bash {output.name}/run.sh)")
+    click.echo(f'bundle {output}: {size / 1e6:.1f} MB; on the host: eval "$(bash {output.name}/run.sh)"')
