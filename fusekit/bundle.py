@@ -123,16 +123,18 @@ def download_wheels(dest: Path, wheel_cache: Path | None) -> list[Path]:
 
 
 def build_fusekit_wheel(dest: Path) -> Path:
-    """A wheel of this fusekit checkout (needs the source tree and hatchling)."""
+    """A wheel of this fusekit checkout: with the installed hatchling, else in pip's build isolation."""
     if not (SOURCE_ROOT / "pyproject.toml").is_file():
         raise FusekitError(f"fusekit bundle needs a fusekit source checkout (no pyproject.toml in {SOURCE_ROOT})")
-    cmd = [sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "--no-build-isolation", "-w", str(dest)]
-    cmd.append(str(SOURCE_ROOT))
-    done = subprocess.run(cmd, capture_output=True, text=True)
-    found = sorted(dest.glob("fusekit-*.whl"))
-    if done.returncode != 0 or not found:
-        raise FusekitError("building the fusekit wheel failed (is hatchling installed?)", detail=done.stderr[-2000:])
-    return found[-1]
+    errors = ""
+    for isolation in (["--no-build-isolation"], []):
+        cmd = [sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", *isolation, "-w", str(dest), str(SOURCE_ROOT)]
+        done = subprocess.run(cmd, capture_output=True, text=True)
+        found = sorted(dest.glob("fusekit-*.whl"))
+        if done.returncode == 0 and found:
+            return found[-1]
+        errors += done.stderr[-1000:]
+    raise FusekitError("building the fusekit wheel failed (pip install hatchling, or allow pip network)", detail=errors)
 
 
 def make_bundle(ws: Workspace, out: Path, wheel_cache: Path | None = None) -> dict[str, object]:

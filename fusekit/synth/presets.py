@@ -157,6 +157,10 @@ def reduced(preset: Preset, **changes: int | None) -> Preset:
         if not isinstance(value, int) or value < 1:
             raise FusekitError(f"{key} must be a positive integer, got {value!r}")
     out = dataclasses.replace(preset, **given)
+    if out.rope_dims > out.head_dim:  # a smaller head: rotate all of it
+        out = dataclasses.replace(out, rope_dims=out.head_dim)
+    if out.rope_sections and 2 * sum(out.rope_sections) > out.rope_dims:
+        raise FusekitError(f"head dim {out.head_dim} is too small for rope sections {list(out.rope_sections)}")
     if out.n_embd % 32:
         raise FusekitError(f"hidden size {out.n_embd} must be a multiple of 32 (the quantization block)")
     if out.n_head % out.n_head_kv:

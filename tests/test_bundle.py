@@ -1,0 +1,90 @@
+"""fusekit bundle: the slim tarball verifies against the pin (and a tampered one does not); the folder
+stays under 60 MB and run.sh installs a fusekit that runs."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import tarfile
+from pathlib import Path
+
+import pytest
+
+from fusekit.bundle import SIZE_LIMIT, make_bundle, write_slim_tarball
+from fusekit.errors import FusekitError
+from fusekit.source import SLIM_MANIFEST
+from fusekit.workspace import Workspace
+
+pytestmark = pytest.mark.slow
+
+
+@pytest.fixture(scope="module")
+def slim(pinned_home: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return write_slim_tarball(Workspace(pinned_home), tmp_path_factory.mktemp("slim") / "slim.tar.gz")
+
+
+def test_slim_tarball_leaves_out_the_omitted_paths_and_verifies(slim: Path, tmp_path: Path) -> None:
+    with tarfile.open(slim) as tar:
+        names = tar.getnames()
+        root = names[0].split("/")[0]
+        manifest = json.loads(tar.extractfile(f"{root}/{SLIM_MANIFEST}").read())  # type: ignore[union-attr]
+    assert not [n for n in names if n.split("/", 1)[-1].startswith(("models/", "docs/", "tools/ui/"))]
+    assert sorted(manifest["omitted"]) == ["docs", "models", "tools/ui"]
+    assert slim.stat().st_size < 20e6
+    message = Workspace(tmp_path / "h").init(str(slim), lambda _: None)
+    assert "slim tree" in message and "hash to the pinned tree" in message
+
+
+def _repack(slim: Path, dest: Path, edit) -> Path:
+    folder = dest / "x"
+    with tarfile.open(slim) as tar:
+        tar.extractall(folder, filter="data")
+    root = next(folder.iterdir())
+    edit(root)
+    out = dest / "tampered.tar.gz"
+    with tarfile.open(out, "w:gz") as tar:
+        tar.add(root, arcname=root.name)
+    return out
+
+
+def test_tampered_slim_tarball_is_refused(slim: Path, tmp_path: Path) -> None:
+    def edit_file(root: Path) -> None:
+        path = root / "ggml" / "src" / "ggml.c"
+        path.write_text(path.read_text() + "\n// changed\n")
+
+    def edit_manifest(root: Path) -> None:
+        manifest = json.loads((root / SLIM_MANIFEST).read_text())
+        manifest["omitted"]["docs"][2] = "0" * 40
+        (root / SLIM_MANIFEST).write_text(json.dumps(manifest))
+
+    for name, edit in (("file", edit_file), ("manifest", edit_manifest)):
+        tampered = _repack(slim, tmp_path / name, edit)
+        with pytest.raises(FusekitError, match="does not match the pin"):
+            Workspace(tmp_path / name / "h").init(str(tampered), lambda _: None)
+
+
+def test_bundle_is_small_and_run_sh_installs_fusekit(pinned_home: Path, tmp_path: Path) -> None:
+    cache = os.environ.get("FUSEKIT_WHEELS")
+    try:
+        info = make_bundle(Workspace(pinned_home), tmp_path / "bundle", Path(cache) if cache else None)
+    except FusekitError as exc:
+        if "could not fetch" in exc.message:
+            pytest.skip("no network and no FUSEKIT_WHEELS folder for the dependency wheels")
+        raise
+    assert int(info["bytes"]) < SIZE_LIMIT  # type: ignore[call-overload]
+    wheels = " ".join(info["files"])  # type: ignore[arg-type]
+    for name in ("gitpython", "gitdb", "smmap", "cffi", "pycparser", "fusekit"):
+        assert f"wheels/{name}-" in wheels
+    site = tmp_path / "site"
+    env = {**os.environ, "FUSEKIT_SITE": str(site), "PYTHON": sys.executable}
+    done = subprocess.run(["bash", str(tmp_path / "bundle" / "run.sh")], capture_output=True, text=True, env=env)
+    assert done.returncode == 0, done.stderr
+    assert f'export PYTHONPATH="{site}' in done.stdout
+    check = "import fusekit, git, smmap; print(fusekit.__file__, git.__file__)"
+    env = {**os.environ, "PYTHONPATH": str(site)}
+    where = subprocess.run([sys.executable, "-c", check], capture_output=True, text=True, env=env, cwd=tmp_path)
+    assert where.returncode == 0 and where.stdout.count(str(site)) == 2, where.stdout + where.stderr
+    helped = subprocess.run([str(site / "bin" / "fusekit"), "--help"], capture_output=True, text=True, env=env)
+    assert helped.returncode == 0 and "model" in helped.stdout and "bundle" in helped.stdout
