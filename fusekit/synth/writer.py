@@ -26,6 +26,7 @@ from .tokenizer import build_vocab
 from .weights import DIRECT_QUANT, FLOAT_TYPES, BlockPools, chunks, nbytes
 
 DIRECT_TYPES = ("f16", "q8_0", "q4_0")
+FILE_TYPES = {"f16": "MOSTLY_F16", "q8_0": "MOSTLY_Q8_0", "q4_0": "MOSTLY_Q4_0"}  # general.file_type
 # types llama-quantize makes from Q8_0 without an importance matrix
 QUANTIZE_TYPES = (
     "q4_1", "q5_0", "q5_1", "q2_k", "q3_k", "q4_k", "q5_k", "q6_k", "iq4_nl", "iq4_xs", "mxfp4", "bf16",
@@ -120,6 +121,8 @@ def _write_gguf(
     writer.add_pad_token_id(vocab.eos_id)
     writer.add_add_bos_token(preset.add_bos)
     writer.add_quantization_version(g.GGML_QUANT_VERSION)  # type: ignore[attr-defined]
+    main_type = types[[t.role for t in tensors].index("experts")] if preset.is_moe else types[0]
+    writer.add_file_type(int(g.LlamaFileType[FILE_TYPES[main_type]]))  # type: ignore[attr-defined]
     qtypes = g.GGMLQuantizationType  # type: ignore[attr-defined]
     for t, type_name in zip(tensors, types, strict=True):
         raw = qtypes[type_name.upper()]
