@@ -16,7 +16,8 @@
 # A VARIANT is a fusion name or alias, or several joined by '+' (fusion-1+fusion-3).
 # Settings (environment): BUNDLE (default .bundle: the folder 'fusekit bundle' wrote), FUSEKIT_HOME
 # (default /tmp/fusekit-gpu), MODELS (default /tmp/fusekit-models: outside OUT, the model is 20 GB),
-# MODEL_PRESET, MODEL_ARGS, EVAL_ARGS, PROFILE_ARGS, POLL_SECONDS (default 510).
+# MODEL_PRESET, MODEL_ARGS, EVAL_ARGS, PROFILE_ARGS, POLL_SECONDS (default 510), BACKEND (default cuda;
+# cpu tries the steps without a GPU), CHECK_BACKEND (default CUDA0).
 set -euo pipefail
 
 OUT="${1:?usage: gpu_batch.sh OUT STEP [VARIANT...]}"
@@ -34,6 +35,8 @@ MODEL="$MODELS/$MODEL_PRESET.gguf"
 EVAL_ARGS="${EVAL_ARGS:---backend cuda --ppl --kl}"
 PROFILE_ARGS="${PROFILE_ARGS:---decode 16}"
 POLL_SECONDS="${POLL_SECONDS:-510}"
+BACKEND="${BACKEND:-cuda}"  # cpu: try the steps on a machine without a GPU
+CHECK_BACKEND="${CHECK_BACKEND:-CUDA0}"  # test-backend-ops -b: compared against the CPU backend
 SITE="$FUSEKIT_HOME/site"
 
 mkdir -p "$OUT/logs" "$OUT/results"
@@ -71,8 +74,8 @@ print(" ".join(ops))' $names
 bin_dir() {
   # The CUDA build's bin folder of variant label $1.
   local found
-  found="$(ls -d "$FUSEKIT_HOME/trees/$1"/build-cuda-sm*/bin 2>/dev/null | head -n1)"
-  [[ -n "$found" ]] || { log "no CUDA build of $1 (run the build step)"; return 1; }
+  found="$(ls -d "$FUSEKIT_HOME/trees/$1"/build-"$BACKEND"*/bin 2>/dev/null | head -n1)"
+  [[ -n "$found" ]] || { log "no $BACKEND build of $1 (run the build step)"; return 1; }
   echo "$found"
 }
 
@@ -101,13 +104,13 @@ build_all() {
   # Runs detached (see step_build): stock, then each variant, CUDA backend for the visible GPU.
   use_fusekit
   fusekit reset
-  fusekit build --backend cuda --json >"$OUT/results/build-stock.json"
+  fusekit build --backend "$BACKEND" --json >"$OUT/results/build-stock.json"
   local v
   for v in "${VARIANTS[@]}"; do
     fusekit reset
     # shellcheck disable=SC2046
     fusekit apply $(variant_specs "$v")
-    fusekit build --backend cuda --json >"$OUT/results/build-${v//+/_}.json"
+    fusekit build --backend "$BACKEND" --json >"$OUT/results/build-${v//+/_}.json"
   done
   fusekit reset
 }
@@ -160,7 +163,7 @@ step_check() {
     bins="$(bin_dir "$label")"
     for op in $(ops_of "$v"); do
       log "test-backend-ops $op on $label"
-      "$bins/test-backend-ops" test -b CUDA0 -o "$op" >"$OUT/logs/check-${v//+/_}-$op.log" 2>&1 \
+      "$bins/test-backend-ops" test -b "$CHECK_BACKEND" -o "$op" >"$OUT/logs/check-${v//+/_}-$op.log" 2>&1 \
         && log "  $op: OK" || log "  $op: FAILED (see logs/check-${v//+/_}-$op.log)"
       grep -E "tests passed|FAIL" "$OUT/logs/check-${v//+/_}-$op.log" | tail -n 3 >&2 || true
     done
