@@ -125,9 +125,12 @@ def measure(
         ]  # fmt: skip
         if threads:
             cmd += ["-t", str(threads)]
-        done = subprocess.run(cmd, capture_output=True, text=True)
+        log = Path(tmp) / "perplexity.log"
+        with log.open("w") as out:  # a file, not a pipe: llama.cpp's log thread can drop lines at exit
+            done = subprocess.run(cmd, stdout=out, stderr=subprocess.STDOUT)
+        text = log.read_text(errors="replace")
         if done.returncode != 0 or not logits.is_file():
-            raise FusekitError(f"llama-perplexity failed on {model}", detail=(done.stdout + done.stderr)[-3000:])
+            raise FusekitError(f"llama-perplexity failed on {model}", detail=text[-3000:])
         n_vocab, codes, head = read_logprob_rows(logits)
-        match = re.search(r"Final estimate: PPL = ([0-9.]+)", done.stdout + done.stderr)
+        match = re.search(r"Final estimate: PPL = ([0-9.]+)", text)
         return summarize(n_vocab, codes, head, float(match.group(1)) if match else None)

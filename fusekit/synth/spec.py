@@ -53,7 +53,10 @@ def tensors(p: Preset, gguf: ModuleType) -> list[TensorSpec]:
     def n(t: Any, bid: int | None = None, suffix: str = ".weight") -> str:
         return names[t].format(bid=bid) + suffix
 
-    out = [TensorSpec(n(T.TOKEN_EMBD), (p.n_vocab, p.n_embd), "dense", EMBD_STD), _ones(n(T.OUTPUT_NORM), p.n_embd)]
+    # A tied model's embedding is also its output head: scale it for the logits (the first
+    # RMS norm makes the input side independent of the scale).
+    embd_std = LOGIT_STD / math.sqrt(p.n_embd) if p.tied_output else EMBD_STD
+    out = [TensorSpec(n(T.TOKEN_EMBD), (p.n_vocab, p.n_embd), "dense", embd_std), _ones(n(T.OUTPUT_NORM), p.n_embd)]
     if not p.tied_output:
         out.append(_mat(n(T.OUTPUT), p.n_embd, p.n_vocab, gain=LOGIT_STD))
     q_width = p.n_head * p.head_dim
