@@ -93,6 +93,18 @@ def test_residual_stream_stays_finite_over_40_layers(pinned_home: Path, stock_bu
     assert quality["problems"] == []
 
 
+def test_full_width_q4_0_experts_stay_model_like(pinned_home: Path, stock_build: BuildResult, tmp_path: Path):
+    """The 35B widths (hidden 2048, experts of 512, 16/2 heads of 256, 16/32 delta-net heads) with Q4_0
+    experts: biased codes once made every position predict the same token here (fewer experts, small vocab)."""
+    model = tmp_path / "q35-wide.gguf"
+    args = ["--hidden", "2048", "--heads", "16", "--kv-heads", "2", "--head-dim", "256", "--expert-ff", "512",
+            "--shared-ff", "512", "--ssm-state", "128", "--ssm-k-heads", "16", "--ssm-v-heads", "32", "--experts", "32",
+            "--experts-used", "8", "--quality"]  # fmt: skip
+    quality = synth(pinned_home, "qwen3.6-35b-a3b", model, *args)["quality"]
+    print(f"full width: {quality}")
+    assert quality["problems"] == []
+
+
 def test_k_types_go_through_llama_quantize(pinned_home: Path, stock_build: BuildResult, tmp_path: Path) -> None:
     model = tmp_path / "q35-k.gguf"
     synth(pinned_home, "qwen3.6-35b-a3b", model, "--expert-ff", "256", "--experts-type", "q4_k", "--dense-type", "q8_0")

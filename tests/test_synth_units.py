@@ -49,6 +49,8 @@ def test_unknown_preset_and_bad_type_are_one_line_errors(tmp_path: Path) -> None
         reduced(get_preset("llama-3-8b"), n_embd=100)
     with pytest.raises(FusekitError, match="experts used"):
         reduced(get_preset("qwen3.6-35b-a3b"), n_expert=4)
+    with pytest.raises(FusekitError, match="at least 4 layers"):
+        reduced(get_preset("qwen3.6-35b-a3b"), n_layer=2)  # no attention layer: llama.cpp aborts
     assert check_type("Q4_K", "--experts-type") == "q4_k"
 
 
@@ -99,6 +101,7 @@ def test_quantized_chunks_have_the_planned_standard_deviation() -> None:
         weights = codes * scale[:, None]
         assert weights.size == spec.elements
         assert weights.std() == pytest.approx(spec.std, rel=0.05)
+        assert abs(weights.mean()) < 0.01 * spec.std  # zero-mean codes: no common offset on every output
 
 
 def test_quantize_args_give_each_role_its_type() -> None:

@@ -169,6 +169,11 @@ def reduced(preset: Preset, **changes: int | None) -> Preset:
         raise FusekitError(f"experts used ({out.n_expert_used}) must be between 1 and the expert count")
     if out.is_hybrid and out.ssm_v_heads % out.ssm_k_heads:
         raise FusekitError("gated-delta-net value heads must be a multiple of key heads")
+    if out.is_hybrid and out.n_layer < out.full_attn_interval:
+        # llama.cpp's hybrid memory needs at least one attention layer (it aborts in the first decode)
+        raise FusekitError(
+            f"{out.name} needs at least {out.full_attn_interval} layers (every {out.full_attn_interval}th is attention)"
+        )
     if out.n_vocab < 512:
         raise FusekitError(f"vocab {out.n_vocab} is too small (at least 512: 256 bytes, merges, specials)")
     return out

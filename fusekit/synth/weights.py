@@ -2,7 +2,7 @@
 
 Quantized types (Q8_0, Q4_0) are written directly: each block holds a fixed fp16 scale ``d`` and
 random codes, so the weights have standard deviation ``d * code_std``. Codes come from a 32 MiB
-pool of random bytes per format (numpy PCG64); each 4 MiB chunk of a tensor copies the pool at a
+pool of random codes per format (numpy PCG64); each 4 MiB chunk of a tensor copies the pool at a
 random block offset and stamps the scale into every block (about 9 GB/s on one core), so the file
 streams at disk speed. Neighbouring experts and layers therefore get different slices of the pool;
 weights repeat only across slices 32 MiB apart, which no kernel or router can exploit.
@@ -31,9 +31,13 @@ class BlockFormat:
     code_std: float  # standard deviation of the integer code of a uniformly random byte
 
 
+# Codes are uniform and symmetric around zero: -127..127 for Q8_0, nibbles 1..15 (minus 8: -7..7) for
+# Q4_0. A code mean of -0.5 (all 256 bytes, all 16 nibbles) gives every output of a matrix the same
+# offset; through SiLU(gate) * up it adds up coherently over the 512 expert rows, and after a few
+# layers the residual stream points along one direction and every position predicts the same token.
 DIRECT_QUANT = {
-    "q8_0": BlockFormat("q8_0", 32, 34, float(np.sqrt((256**2 - 1) / 12))),  # int8 codes -128..127
-    "q4_0": BlockFormat("q4_0", 32, 18, float(np.sqrt((16**2 - 1) / 12))),  # nibbles 0..15 minus 8
+    "q8_0": BlockFormat("q8_0", 32, 34, float(np.sqrt((255**2 - 1) / 12))),
+    "q4_0": BlockFormat("q4_0", 32, 18, float(np.sqrt((15**2 - 1) / 12))),
 }
 FLOAT_TYPES = {"f32": np.float32, "f16": np.float16}
 
@@ -58,13 +62,21 @@ class BlockPools:
     def pool(self, fmt: BlockFormat) -> np.ndarray:
         if fmt.name not in self._pools:
             rng = np.random.Generator(np.random.PCG64([self.seed, len(self._pools)]))
-            self._pools[fmt.name] = np.frombuffer(rng.bytes(POOL_BYTES // fmt.nbytes * fmt.nbytes), dtype=np.uint8)
+            self._pools[fmt.name] = _random_codes(fmt, rng, POOL_BYTES // fmt.nbytes * fmt.nbytes)
             self._buffers[fmt.name] = np.empty(CHUNK_BYTES // fmt.nbytes * fmt.nbytes, dtype=np.uint8)
         return self._pools[fmt.name]
 
     def buffer(self, fmt: BlockFormat) -> np.ndarray:
         self.pool(fmt)
         return self._buffers[fmt.name]
+
+
+def _random_codes(fmt: BlockFormat, rng: np.random.Generator, size: int) -> np.ndarray:
+    """``size`` bytes of blocks of ``fmt`` with zero-mean random codes (the scale bytes are overwritten later)."""
+    if fmt.name == "q8_0":
+        return rng.integers(-127, 128, size=size, dtype=np.int8).view(np.uint8)
+    low = rng.integers(1, 16, size=size, dtype=np.uint8)
+    return low | (rng.integers(1, 16, size=size, dtype=np.uint8) << 4)
 
 
 def chunks(spec: TensorSpec, type_name: str, rng: np.random.Generator, pools: BlockPools) -> Iterator[memoryview]:

@@ -86,16 +86,18 @@ def write_model(
     try:
         _write_gguf(gguf, preset, stage, tensors, types, seed, progress)
         write_seconds = time.monotonic() - started
+        quantize_seconds = 0.0
         if needs_quantize:
             assert quantize_bin is not None
             _quantize(quantize_bin, stage, out, experts_type, dense_type, progress)
+            quantize_seconds = time.monotonic() - started - write_seconds
             stage.unlink()
         else:
             os.replace(stage, out)
     finally:
         stage.unlink(missing_ok=True)
     seconds = time.monotonic() - started
-    return SynthResult(out, out.stat().st_size, seconds, write_seconds, seconds - write_seconds, len(tensors))
+    return SynthResult(out, out.stat().st_size, seconds, write_seconds, quantize_seconds, len(tensors))
 
 
 def _write_gguf(
