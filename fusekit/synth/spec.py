@@ -31,6 +31,7 @@ class TensorSpec:
     fill: str = "random"  # "random", "ones", "uniform" (values uniform in [low, high])
     low: float = 0.0
     high: float = 0.0
+    pool: int = 0  # which pool of random codes quantized data comes from (see weights.BlockPools)
 
     @property
     def elements(self) -> int:
@@ -56,7 +57,8 @@ def tensors(p: Preset, gguf: ModuleType) -> list[TensorSpec]:
     # A tied model's embedding is also its output head: scale it for the logits (the first
     # RMS norm makes the input side independent of the scale).
     embd_std = LOGIT_STD / math.sqrt(p.n_embd) if p.tied_output else EMBD_STD
-    out = [TensorSpec(n(T.TOKEN_EMBD), (p.n_vocab, p.n_embd), "dense", embd_std), _ones(n(T.OUTPUT_NORM), p.n_embd)]
+    embd = TensorSpec(n(T.TOKEN_EMBD), (p.n_vocab, p.n_embd), "dense", embd_std, pool=0 if p.tied_output else 1)
+    out = [embd, _ones(n(T.OUTPUT_NORM), p.n_embd)]
     if not p.tied_output:
         out.append(_mat(n(T.OUTPUT), p.n_embd, p.n_vocab, gain=LOGIT_STD))
     q_width = p.n_head * p.head_dim

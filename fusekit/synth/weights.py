@@ -52,22 +52,27 @@ def nbytes(spec: TensorSpec, type_name: str) -> int:
 
 
 class BlockPools:
-    """One pool of random bytes per block format, made once; chunks are slices of it."""
+    """Pools of random codes per (block format, pool id), made once; chunks are slices of them.
+
+    The input embedding has a pool of its own: were an output-head row the same slice as a token's
+    embedding, that token's logit would stand out whenever the residual stream still holds it.
+    """
 
     def __init__(self, seed: int) -> None:
         self.seed = seed
-        self._pools: dict[str, np.ndarray] = {}
+        self._pools: dict[tuple[str, int], np.ndarray] = {}
         self._buffers: dict[str, np.ndarray] = {}
 
-    def pool(self, fmt: BlockFormat) -> np.ndarray:
-        if fmt.name not in self._pools:
+    def pool(self, fmt: BlockFormat, pool_id: int = 0) -> np.ndarray:
+        key = (fmt.name, pool_id)
+        if key not in self._pools:
             rng = np.random.Generator(np.random.PCG64([self.seed, len(self._pools)]))
-            self._pools[fmt.name] = _random_codes(fmt, rng, POOL_BYTES // fmt.nbytes * fmt.nbytes)
-            self._buffers[fmt.name] = np.empty(CHUNK_BYTES // fmt.nbytes * fmt.nbytes, dtype=np.uint8)
-        return self._pools[fmt.name]
+            self._pools[key] = _random_codes(fmt, rng, POOL_BYTES // fmt.nbytes * fmt.nbytes)
+        return self._pools[key]
 
     def buffer(self, fmt: BlockFormat) -> np.ndarray:
-        self.pool(fmt)
+        if fmt.name not in self._buffers:
+            self._buffers[fmt.name] = np.empty(CHUNK_BYTES // fmt.nbytes * fmt.nbytes, dtype=np.uint8)
         return self._buffers[fmt.name]
 
 
@@ -88,7 +93,7 @@ def chunks(spec: TensorSpec, type_name: str, rng: np.random.Generator, pools: Bl
     scale = np.float16(spec.std / fmt.code_std)
     if not np.isfinite(scale) or scale == 0:
         raise ValueError(f"{spec.name}: scale {spec.std / fmt.code_std} does not fit fp16")
-    pool, buffer = pools.pool(fmt), pools.buffer(fmt)
+    pool, buffer = pools.pool(fmt, spec.pool), pools.buffer(fmt)
     pool_blocks = pool.size // fmt.nbytes
     chunk_blocks = buffer.size // fmt.nbytes
     left = spec.elements // fmt.block
