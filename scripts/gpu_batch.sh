@@ -157,18 +157,19 @@ step_synth() {
 
 step_check() {
   use_fusekit
-  local v label bins op
+  local v label bins op failed=0
   for v in "${VARIANTS[@]}"; do
     label="$(label_of "$v")"
     bins="$(bin_dir "$label")"
     for op in $(ops_of "$v"); do
       log "test-backend-ops $op on $label"
       "$bins/test-backend-ops" test -b "$CHECK_BACKEND" -o "$op" >"$OUT/logs/check-${v//+/_}-$op.log" 2>&1 \
-        && log "  $op: OK" || log "  $op: FAILED (see logs/check-${v//+/_}-$op.log)"
+        && log "  $op: OK" || { log "  $op: FAILED (see logs/check-${v//+/_}-$op.log)"; failed=$((failed + 1)); }
       grep -E "tests passed|FAIL" "$OUT/logs/check-${v//+/_}-$op.log" | tail -n 3 >&2 || true
     done
   done
   fusekit reset >/dev/null
+  ((failed == 0)) || { log "$failed op checks failed"; exit 1; }
 }
 
 step_eval() {
