@@ -7,7 +7,8 @@
 #   scripts/gpu_batch.sh OUT setup                 # install from the bundle, fusekit init (seconds)
 #   scripts/gpu_batch.sh OUT build  VARIANT...     # start the CUDA builds detached, poll ~8.5 min
 #   scripts/gpu_batch.sh OUT wait                  # poll the build again (repeat until it says done)
-#   scripts/gpu_batch.sh OUT synth                 # write the model (MODEL_ARGS) into MODELS
+#   scripts/gpu_batch.sh OUT synth                 # write the model (MODEL_ARGS) into MODELS (can run during the build)
+#   scripts/gpu_batch.sh OUT quality               # top-1 probability / entropy of the model (after the build)
 #   scripts/gpu_batch.sh OUT check  VARIANT...     # test-backend-ops -b CUDA0 for each variant's ops
 #   scripts/gpu_batch.sh OUT eval   VARIANT...     # fusekit eval (tok/s, ppl, KL, text) vs stock
 #   scripts/gpu_batch.sh OUT profile VARIANT...    # fusekit profile (nsys) of stock and the variants
@@ -155,6 +156,11 @@ step_synth() {
     2>&1 | tee "$OUT/logs/synth.log"
 }
 
+step_quality() {
+  use_fusekit
+  fusekit model quality "$MODEL" --json "$OUT/results/model-quality.json" 2>&1 | tee "$OUT/logs/quality.log"
+}
+
 step_check() {
   use_fusekit
   local v label bins op failed=0
@@ -201,9 +207,10 @@ case "$STEP" in
   build-foreground) build_all ;;
   wait) poll_build ;;
   synth) step_synth ;;
+  quality) step_quality ;;
   check) step_check ;;
   eval) step_eval ;;
   profile) step_profile ;;
-  all) POLL_SECONDS=1000000; step_setup; step_build; step_synth; step_check; step_eval; step_profile ;;
-  *) echo "unknown step $STEP (setup build wait synth check eval profile all)" >&2; exit 2 ;;
+  all) POLL_SECONDS=1000000; step_setup; step_build; step_synth; step_quality; step_check; step_eval; step_profile ;;
+  *) echo "unknown step $STEP (setup build wait synth quality check eval profile all)" >&2; exit 2 ;;
 esac

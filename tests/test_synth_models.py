@@ -113,3 +113,12 @@ def test_k_types_go_through_llama_quantize(pinned_home: Path, stock_build: Build
     assert types["blk.0.ffn_up_exps.weight"] == "Q4_K" and types["blk.0.ffn_down_exps.weight"] == "Q4_K"
     assert types["blk.0.attn_qkv.weight"] == "Q8_0" and types["output.weight"] == "Q8_0"
     run(stock_build, "llama-bench", "-m", str(model), "-p", "16", "-n", "2", "-r", "1", "-t", "2")
+
+
+def test_model_quality_command(pinned_home: Path, models: dict[str, Path], tmp_path: Path) -> None:
+    out = tmp_path / "q.json"
+    args = ["--home", str(pinned_home), "model", "quality", str(models["llama-3-8b"]), "--chunks", "2", "--json", str(out)]
+    result = CliRunner().invoke(main, args, catch_exceptions=False)
+    assert result.exit_code == 0, result.output
+    assert result.output.startswith("quality: mean top-1 probability")
+    assert json.loads(out.read_text())["problems"] == []

@@ -38,6 +38,11 @@ def _stock_bins(ws: Workspace) -> list[Path]:
     return sorted(tree.glob("build-*/bin")) if tree.is_dir() else []
 
 
+def _stock_tool(ws: Workspace, name: str) -> Path | None:
+    """``name`` from the stock build (any backend), or None."""
+    return next((b / name for b in _stock_bins(ws) if (b / name).is_file()), None)
+
+
 @click.group("model")
 def model_group() -> None:
     """Models for measuring: random-weight GGUFs with real architectures' shapes."""
@@ -114,7 +119,7 @@ def synth_cmd(
         "seconds": result.seconds,
     }
     if check_quality:
-        perplexity = next((b / "llama-perplexity" for b in bins if (b / "llama-perplexity").is_file()), None)
+        perplexity = _stock_tool(ws, "llama-perplexity")
         if perplexity is None:
             raise FusekitError("--quality needs llama-perplexity: run 'fusekit build' first")
         quality = measure(perplexity, output)
@@ -124,6 +129,38 @@ def synth_cmd(
         record["quality"] = quality.as_dict()
     if json_out:
         json_out.write_text(json.dumps(record, indent=2) + "\n")
+
+
+@model_group.command("quality")
+@click.argument("model", type=click.Path(exists=True, dir_okay=False, path_type=Path))
+@click.option(
+    "--ctx", "ctx_size", type=click.IntRange(16), default=128, show_default=True, help="Context per chunk (-c)."
+)
+@click.option("--chunks", type=click.IntRange(1), default=4, show_default=True, help="Chunks of the sample text.")
+@click.option("--perplexity-bin", type=click.Path(dir_okay=False, path_type=Path), default=None,
+              help="llama-perplexity to use (default: the stock build's).")  # fmt: skip
+@click.option("--json", "json_out", type=click.Path(dir_okay=False, path_type=Path), default=None,
+              help="Write the numbers as JSON.")  # fmt: skip
+@click.pass_context
+def quality_cmd(
+    ctx: click.Context, model: Path, ctx_size: int, chunks: int, perplexity_bin: Path | None, json_out: Path | None
+) -> None:
+    """Mean top-1 probability and entropy of MODEL's next-token distributions over a sample text.
+
+    A random model is useful for KL and text checks only if its logits are neither flat nor one-hot;
+    exits with status 1 when a number is outside the accepted range.
+    """
+    if perplexity_bin is None:
+        ws = Workspace(resolve_home(ctx.obj.get("home") if ctx.obj else None))
+        perplexity_bin = _stock_tool(ws, "llama-perplexity")
+        if perplexity_bin is None:
+            raise FusekitError("no llama-perplexity: run 'fusekit build' first or pass --perplexity-bin")
+    quality = measure(perplexity_bin, model, ctx=ctx_size, chunks=chunks)
+    click.echo("quality: " + quality.line())
+    if json_out:
+        json_out.write_text(json.dumps({"model": str(model), **quality.as_dict()}, indent=2) + "\n")
+    if quality.problems():
+        raise FusekitError("; ".join(quality.problems()))
 
 
 for _name in reversed(SIZE_OPTIONS):
