@@ -117,7 +117,8 @@ def test_k_types_go_through_llama_quantize(pinned_home: Path, stock_build: Build
 
 def test_model_quality_command(pinned_home: Path, models: dict[str, Path], tmp_path: Path) -> None:
     out = tmp_path / "q.json"
-    args = ["--home", str(pinned_home), "model", "quality", str(models["llama-3-8b"]), "--chunks", "2", "--json", str(out)]
+    model = str(models["llama-3-8b"])
+    args = ["--home", str(pinned_home), "model", "quality", model, "--chunks", "2", "--json", str(out)]
     result = CliRunner().invoke(main, args, catch_exceptions=False)
     assert result.exit_code == 0, result.output
     assert result.output.startswith("quality: mean top-1 probability")
