@@ -130,6 +130,10 @@ poll_build() {
   done
   local status
   status="$(cat "$OUT/logs/build.status" 2>/dev/null || echo missing)"
+  if [[ "$status" == missing ]]; then
+    log "the build stopped before it finished (ended with the last command?); run the build step again: ninja resumes"
+    exit 4
+  fi
   if [[ "$status" != "0" ]]; then
     log "build failed (status $status); see $OUT/logs/build.log"
     tail -n 30 "$OUT/logs/build.log" >&2
