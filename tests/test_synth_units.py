@@ -152,3 +152,14 @@ def test_quality_reads_llama_perplexity_rows(tmp_path: Path) -> None:
         assert q.entropy_mean == pytest.approx(expected_entropy, abs=0.05)
         assert q.top1_mean == pytest.approx(float(p.max(axis=1).mean()), rel=0.02)
         assert bool(q.problems()) == flat  # flat logits are a problem; std 3 is a model-like spread
+
+
+def test_same_seed_same_file(pinned_home: Path, tmp_path: Path) -> None:
+    from fusekit.synth.writer import write_model
+
+    preset = reduced(get_preset("llama-3-8b"), n_layer=1, n_embd=128, n_vocab=1024, n_ff=256, n_head=2, n_head_kv=1)
+    gguf_py = pinned_home / "trees" / "stock" / "gguf-py"
+    paths = [tmp_path / f"{i}.gguf" for i in range(3)]
+    for path, seed in zip(paths, (1, 1, 2), strict=True):
+        write_model(preset, path, gguf_py, seed=seed)
+    assert paths[0].read_bytes() == paths[1].read_bytes() != paths[2].read_bytes()
