@@ -34,6 +34,7 @@ PLATFORMS = ("manylinux2014_x86_64", "manylinux_2_17_x86_64", "manylinux_2_28_x8
 PIP_PLATFORM = ("--python-version", "3.12", "--implementation", "cp", "--abi", "cp312")
 PIP_PLATFORM += tuple(arg for p in PLATFORMS for arg in ("--platform", p))
 SIZE_LIMIT = 60 * 1000 * 1000
+TARBALL_NAME = "llama.cpp-slim.tar.gz"  # the layout scripts/device_setup.sh reads: whl/, debs/, this tarball
 SOURCE_ROOT = PACKAGE_DIR.parent
 
 RUN_SH = """#!/usr/bin/env bash
@@ -45,7 +46,7 @@ set -euo pipefail
 here="$(cd "$(dirname "${{BASH_SOURCE[0]}}")" && pwd)"
 python="${{PYTHON:-python3}}"
 target="${{FUSEKIT_SITE:-$here/site}}"
-for wheel in "$here"/wheels/*.whl; do
+for wheel in "$here"/whl/*.whl; do
   if ! "$python" -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade \\
       --target "$target" "$wheel" >&2; then
     case "$(basename "$wheel")" in
@@ -137,16 +138,25 @@ def build_fusekit_wheel(dest: Path) -> Path:
     raise FusekitError("building the fusekit wheel failed (pip install hatchling, or allow pip network)", detail=errors)
 
 
-def make_bundle(ws: Workspace, out: Path, wheel_cache: Path | None = None) -> dict[str, object]:
-    """Write the bundle folder; return what it holds."""
-    pin = load_pin()
+def make_bundle(
+    ws: Workspace, out: Path, wheel_cache: Path | None = None, debs: Path | None = None
+) -> dict[str, object]:
+    """Write the bundle folder; return what it holds. ``debs``: a folder of .deb files to carry
+    (Debian's libdw1 and libelf1 for Nsight Systems' importer, see evals/profile/runner.py)."""
     out.mkdir(parents=True, exist_ok=True)
-    tarball = out / f"llama.cpp-{pin.commit[:10]}-slim.tar.gz"
+    tarball = out / TARBALL_NAME
     write_slim_tarball(ws, tarball)
-    wheels = out / "wheels"
+    wheels = out / "whl"
     shutil.rmtree(wheels, ignore_errors=True)
     download_wheels(wheels, wheel_cache)
     build_fusekit_wheel(wheels)
+    if debs is not None:
+        found = sorted(debs.glob("*.deb"))
+        if not found:
+            raise FusekitError(f"--debs {debs} holds no .deb files")
+        (out / "debs").mkdir(exist_ok=True)
+        for deb in found:
+            shutil.copy2(deb, out / "debs" / deb.name)
     (out / "run.sh").write_text(RUN_SH.format(tarball=tarball.name))
     (out / "run.sh").chmod(0o755)
     files = sorted(p for p in out.rglob("*") if p.is_file() and "site" not in p.relative_to(out).parts)
@@ -162,11 +172,17 @@ def make_bundle(ws: Workspace, out: Path, wheel_cache: Path | None = None) -> di
 )
 @click.option("--wheels", "wheel_cache", type=click.Path(file_okay=False, path_type=Path), default=None,
               help="Take the dependency wheels from this folder instead of PyPI.")  # fmt: skip
+@click.option("--debs", type=click.Path(file_okay=False, exists=True, path_type=Path), default=None,
+              help="Also carry the .deb files of this folder (libdw1, libelf1 for nsys) in debs/.")  # fmt: skip
 @click.pass_context
-def bundle_cmd(ctx: click.Context, output: Path, wheel_cache: Path | None) -> None:
-    """Write a folder for a GPU host without network: slim source, wheels, run.sh (under 60 MB)."""
+def bundle_cmd(ctx: click.Context, output: Path, wheel_cache: Path | None, debs: Path | None) -> None:
+    """Write a folder for a GPU host without network: slim source, wheels, run.sh (under 60 MB).
+
+    The layout (whl/, debs/, llama.cpp-slim.tar.gz) is the one scripts/device_setup.sh and
+    scripts/gpu_batch.sh read.
+    """
     ws = Workspace(resolve_home(ctx.obj.get("home") if ctx.obj else None))
-    info = make_bundle(ws, output, wheel_cache)
+    info = make_bundle(ws, output, wheel_cache, debs)
     for name in info["files"]:  # type: ignore[union-attr]
         click.echo(f"  {name}")
     size = int(info["bytes"])  # type: ignore[call-overload]

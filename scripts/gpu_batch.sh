@@ -53,6 +53,9 @@ use_fusekit() {
   else
     export PYTHONPATH="$REPO${PYTHONPATH:+:$PYTHONPATH}"
   fi
+  local libdw
+  libdw="$(find "$FUSEKIT_HOME/nsys-debs" -name libdw.so.1 2>/dev/null | head -n1 || true)"
+  [[ -z "$libdw" ]] || export FUSEKIT_NSYS_LIBS="${FUSEKIT_NSYS_LIBS:-$(dirname "$libdw")}"
   fusekit() { python3 -c 'import sys; from fusekit.cli import main; sys.argv[0] = "fusekit"; main()' "$@"; }
 }
 
@@ -90,10 +93,14 @@ label_of() {
 
 step_setup() {
   local tarball
-  tarball="$(ls "$BUNDLE"/llama.cpp-*-slim.tar.gz 2>/dev/null | head -n1 || true)"
-  [[ -n "$tarball" ]] || { log "no slim tarball in $BUNDLE (run 'fusekit bundle -o .bundle' and carry it)"; exit 2; }
+  local tarball="$BUNDLE/llama.cpp-slim.tar.gz" deb
+  [[ -f "$tarball" ]] || { log "no $tarball (run 'fusekit bundle -o .bundle' and carry it)"; exit 2; }
   mkdir -p "$FUSEKIT_HOME"
   FUSEKIT_SITE="$SITE" bash "$BUNDLE/run.sh" >"$OUT/logs/setup-exports.sh" 2>>"$OUT/logs/setup.log"
+  if compgen -G "$BUNDLE/debs/*.deb" >/dev/null; then  # libdw1, libelf1 for nsys' importer
+    mkdir -p "$FUSEKIT_HOME/nsys-debs"
+    for deb in "$BUNDLE"/debs/*.deb; do dpkg -x "$deb" "$FUSEKIT_HOME/nsys-debs"; done
+  fi
   use_fusekit
   fusekit init --source "$tarball" 2>&1 | tee -a "$OUT/logs/setup.log"
   nvidia-smi --query-gpu=name,compute_cap,driver_version,clocks.max.sm,clocks.max.mem --format=csv \

@@ -76,7 +76,7 @@ def test_bundle_is_small_and_run_sh_installs_fusekit(pinned_home: Path, tmp_path
     assert int(info["bytes"]) < SIZE_LIMIT  # type: ignore[call-overload]
     wheels = " ".join(info["files"])  # type: ignore[arg-type]
     for name in ("gitpython", "gitdb", "smmap", "cffi", "pycparser", "fusekit"):
-        assert f"wheels/{name}-" in wheels
+        assert f"whl/{name}-" in wheels
     site = tmp_path / "site"
     env = {**os.environ, "FUSEKIT_SITE": str(site), "PYTHON": sys.executable}
     done = subprocess.run(["bash", str(tmp_path / "bundle" / "run.sh")], capture_output=True, text=True, env=env)
