@@ -5,7 +5,7 @@
 # cut a command at 10 minutes can run them one by one; the build runs detached and is polled.
 #
 #   scripts/gpu_batch.sh OUT setup                 # install from the bundle, fusekit init (seconds)
-#   scripts/gpu_batch.sh OUT build  VARIANT...     # start the CUDA builds detached, poll ~8.5 min
+#   scripts/gpu_batch.sh OUT build  VARIANT...     # start the CUDA builds detached (or resume), poll ~8.5 min
 #   scripts/gpu_batch.sh OUT wait                  # poll the build again (repeat until it says done)
 #   scripts/gpu_batch.sh OUT synth                 # write the model (MODEL_ARGS) into MODELS (can run during the build)
 #   scripts/gpu_batch.sh OUT quality               # top-1 probability / entropy of the model (after the build)
@@ -151,6 +151,13 @@ poll_build() {
 
 step_build() {
   use_fusekit
+  local running
+  running="$(cat "$OUT/logs/build.pid" 2>/dev/null || true)"
+  if [[ -n "$running" ]] && kill -0 "$running" 2>/dev/null; then
+    log "a build is running already (pid $running): polling it"
+    poll_build
+    return
+  fi
   rm -f "$OUT/logs/build.status"
   setsid nohup bash -c 'bash "$0" "$1" build-foreground "${@:2}"; echo $? >"$1/logs/build.status"' \
     "${BASH_SOURCE[0]}" "$OUT" "${VARIANTS[@]}" >"$OUT/logs/build.log" 2>&1 </dev/null &
