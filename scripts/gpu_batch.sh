@@ -11,7 +11,7 @@
 #   scripts/gpu_batch.sh OUT quality               # top-1 probability / entropy of the model (after the build)
 #   scripts/gpu_batch.sh OUT check  VARIANT...     # test-backend-ops -b CUDA0 for each variant's ops
 #   scripts/gpu_batch.sh OUT eval   VARIANT...     # fusekit eval (tok/s, ppl, KL, text) vs stock
-#   scripts/gpu_batch.sh OUT profile VARIANT...    # fusekit profile (nsys) of stock and the variants
+#   scripts/gpu_batch.sh OUT profile VARIANT...    # fusekit profile (nsys): stock against each variant
 #   scripts/gpu_batch.sh OUT all    VARIANT...     # everything in order, for hosts without a limit
 #
 # A VARIANT is a fusion name or alias, or several joined by '+' (fusion-1+fusion-3).
@@ -205,16 +205,18 @@ step_eval() {
 }
 
 step_profile() {
+  # fusekit profile records stock and the current variant and compares them: once per variant.
   use_fusekit
-  local v
-  for v in stock "${VARIANTS[@]}"; do
+  local v name
+  for v in "${VARIANTS[@]:-stock}"; do
+    name="${v//+/_}"
     fusekit reset >/dev/null
     # shellcheck disable=SC2046
     [[ "$v" == stock ]] || fusekit apply $(variant_specs "$v") >/dev/null
+    mkdir -p "$OUT/traces/$name"
     # shellcheck disable=SC2086
-    fusekit profile $PROFILE_ARGS --model "$MODEL" 2>&1 | tee "$OUT/logs/profile-${v//+/_}.log"
-    find "$FUSEKIT_HOME" -newer "$OUT/logs/profile-${v//+/_}.log" \( -name '*.nsys-rep' -o -name '*.sqlite' \) \
-      -exec cp {} "$OUT/results/" \; 2>/dev/null || true
+    fusekit profile $PROFILE_ARGS --model "$MODEL" --out "$OUT/traces/$name" --json "$OUT/results/profile-$name.json" \
+      --csv "$OUT/results/profile-$name.csv" --png "$OUT/results/profile-$name.png" 2>&1 | tee "$OUT/logs/profile-$name.log"
   done
   fusekit reset >/dev/null
 }
