@@ -104,6 +104,7 @@ def mulmat(
     type_list = parse_types(types)
     shape_list = parse_shapes(shapes)
     token_list = parse_tokens(tokens)
+    l2_bytes = parse_size(l2) if l2 else None
     pairs, skipped = split_fitting(type_list, shape_list)
     if skipped and shapes.strip() != "seed":
         raise FusekitError(f"{skipped[0]} (a shape the type cannot hold)")
@@ -126,7 +127,7 @@ def mulmat(
         sabotage,
         rounds,
         reps,
-        l2_bytes=parse_size(l2) if l2 else None,
+        l2_bytes=l2_bytes,
         copies=copies,
         min_nodes=min_nodes,
         threads=threads,

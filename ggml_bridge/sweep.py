@@ -180,7 +180,7 @@ def run_sweep(
 def _roofline(
     workers: list[WorkerProcess], contenders: list[Contender], spec: SweepSpec, cache: int, progress: Progress
 ) -> dict[str, Any]:
-    nbytes = max(8 * cache, 256 << 20)
+    nbytes = max(8 * cache, 16 << 20)  # eight times the cache: the copy streams from memory
     progress(f"memory roofline: f32 copy of {nbytes >> 20} MiB")
     samples = _interleaved(
         workers, spec.rounds, lambda w: w.call("copy", nbytes=nbytes, reps=spec.reps, warmup=1)["samples"]

@@ -1,0 +1,107 @@
+"""``fusekit bench mulmat``: bad input gives one line and a non-zero exit; a tiny sweep writes a result."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from evals.results import read_result
+from fusekit.build import BuildResult
+from fusekit.cli import main
+from ggml_bridge.cli import parse_size
+from ggml_bridge.shapes import SEED_SHAPES, parse_shapes, parse_tokens, parse_types, split_fitting
+
+TINY = ["--shapes", "64x512", "--tokens", "1,8", "--rounds", "2", "--reps", "1", "--nodes", "4", "--l2", "1M"]
+
+
+def run(*args: str) -> tuple[int, str]:
+    result = CliRunner().invoke(main, list(args))
+    return result.exit_code, result.output
+
+
+def one_error_line(output: str) -> str:
+    lines = [line for line in output.splitlines() if line.startswith("fusekit: error:")]
+    assert len(lines) == 1, output
+    return lines[0]
+
+
+def test_shape_table_and_parsers() -> None:
+    assert len({s.key for s in SEED_SHAPES}) == len(SEED_SHAPES)
+    assert parse_shapes("4096x14336")[0].model == "Llama-3-8B"
+    assert [s.key for s in parse_shapes("64X96, 8x32")] == ["64x96", "8x32"]
+    assert parse_types("Q8_0,q2_k") == ["q8_0", "q2_K"]
+    assert parse_tokens("1,512") == [1, 512]
+    run_pairs, skipped = split_fitting(["q8_0", "q2_K"], parse_shapes("64x96"))
+    assert [t for t, _ in run_pairs] == ["q8_0"] and "256-element block" in skipped[0]
+    assert parse_size("60M") == 60 << 20 and parse_size("64MiB") == 64 << 20
+
+
+@pytest.mark.parametrize(
+    ("args", "needle"),
+    [
+        (["--types", "q9_9"], "unknown weight type 'q9_9'"),
+        (["--shapes", "4096by14336"], "malformed shape"),
+        (["--shapes", "0x512"], "malformed shape"),
+        (["--tokens", "1,x"], "malformed --tokens"),
+        (["--types", "q2_K", "--shapes", "64x96"], "cannot hold"),
+        (["--l2", "lots"], "malformed size"),
+    ],
+)
+def test_bad_input_is_one_line(args: list[str], needle: str, tmp_path: Path) -> None:
+    code, output = run("--home", str(tmp_path), "bench", "mulmat", *args)
+    assert code != 0
+    assert needle in one_error_line(output)
+
+
+def test_missing_build_dir_is_one_line(tmp_path: Path) -> None:
+    code, output = run("bench", "mulmat", "--lib-dir", str(tmp_path), *TINY)
+    assert code != 0 and "no ggml shared libraries" in one_error_line(output)
+
+
+def test_help_documents_the_flags() -> None:
+    code, output = run("bench", "mulmat", "--help")
+    assert code == 0
+    for flag in ("--types", "--shapes", "--tokens", "--backend", "--check", "--sabotage", "--lib-dir", "--l2"):
+        assert flag in output
+
+
+@pytest.mark.slow
+def test_backend_not_present(stock_build: BuildResult) -> None:
+    code, output = run("bench", "mulmat", "--lib-dir", str(stock_build.bin_dir), "--backend", "CUDA0", *TINY)
+    assert code != 0 and "backend CUDA0 is not present" in one_error_line(output)
+
+
+@pytest.mark.slow
+def test_variant_not_built(pinned_home: Path, stock_build: BuildResult) -> None:
+    code, output = run("--home", str(pinned_home), "bench", "mulmat", "--backend", "CUDA0", "--cuda-arch", "90", *TINY)
+    assert code != 0 and "variant stock is not built for cuda-sm90" in one_error_line(output)
+
+
+@pytest.mark.slow
+def test_tiny_sweep_writes_a_result_and_renders(stock_build: BuildResult, tmp_path: Path) -> None:
+    out = tmp_path / "r.json"
+    lib = ["--lib-dir", f"stock={stock_build.bin_dir}", "--backend", "CPU", "--threads", "2"]
+    code, output = run("bench", "mulmat", *lib, "--types", "q4_0,f16", *TINY, "--out", str(out))
+    assert code == 0, output
+    result = read_result(out)
+    assert result["kind"] == "bench-mulmat"
+    cases = result["payload"]["cases"]
+    assert len(cases) == 4 and all(c["contenders"]["stock"]["check"]["passed"] for c in cases)
+    assert all(c["contenders"]["stock"]["us"] > 0 and len(c["contenders"]["stock"]["samples_s"]) == 2 for c in cases)
+    assert result["payload"]["roofline"]["gb_s"] > 0
+    code, shown = run("bench", "show", str(out))
+    assert code == 0 and "q4_0" in shown and "checks: 4 passed, 0 failed" in shown
+
+
+@pytest.mark.slow
+def test_sabotage_sweep_fails_quantized_and_passes_controls(stock_build: BuildResult, tmp_path: Path) -> None:
+    lib = ["--lib-dir", str(stock_build.bin_dir), "--backend", "CPU", "--threads", "2", "--check"]
+    code, output = run(
+        "bench", "mulmat", *lib, "--types", "q8_0,f16", *TINY, "--sabotage", "--out", str(tmp_path / "s")
+    )
+    assert code == 0, output
+    assert "every quantized check failed and every control passed" in output
+    code, output = run("bench", "mulmat", *lib, "--types", "q8_0", *TINY, "--out", str(tmp_path / "ok"))
+    assert code == 0, output
