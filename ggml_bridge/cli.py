@@ -12,7 +12,6 @@ from evals.results import read_result, write_result
 from fusekit.console import note
 from fusekit.errors import FusekitError
 from fusekit.paths import resolve_home
-from fusekit.workspace import Workspace
 
 from .constants import CONTROL_TYPES
 from .contenders import auto_device, from_lib_dirs, from_workspace
@@ -115,9 +114,8 @@ def mulmat(
     else:
         from fusekit.cli import build_one  # late: fusekit.cli imports this module
 
-        ws = Workspace(resolve_home((ctx.obj or {}).get("home")))
-        builder = (lambda v, options: build_one(ws, v, options, None)) if do_build else None
-        contenders = from_workspace(ws, device, cuda_arch, builder)
+        builder = (lambda ws, v, options: build_one(ws, v, options, None)) if do_build else None
+        contenders = from_workspace(resolve_home((ctx.obj or {}).get("home")), device, cuda_arch, builder)
     spec = SweepSpec(
         tuple(type_list),
         tuple(shape_list),

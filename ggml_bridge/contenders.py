@@ -1,17 +1,18 @@
-"""Which builds race: stock and the current variant of a workspace, or build folders named on the command line."""
+"""Which builds race: stock and the current variant of a workspace, or build folders named on the command line.
+
+The workspace modules (and their gitpython) are imported only for workspace mode, so a GPU host
+without gitpython can race build folders with ``python -m ggml_bridge mulmat --lib-dir ...``.
+"""
 
 from __future__ import annotations
 
 import json
 import shutil
 import subprocess
+from collections.abc import Callable
 from pathlib import Path
 
-from fusekit.build import STAMP, BuildOptions, detect_cuda_arch
 from fusekit.errors import FusekitError
-from fusekit.registry import Registry
-from fusekit.variants import current_entries, materialize
-from fusekit.workspace import Workspace
 
 from .bridge import REQUIRED_LIBS
 from .sweep import Contender
@@ -57,14 +58,23 @@ def from_lib_dirs(specs: list[str]) -> list[Contender]:
     return out
 
 
+STAMP = "fusekit-build.json"  # fusekit.build.STAMP (checked in the tests)
+
+
 def _stamp(build_dir: Path) -> dict:
     stamp = build_dir / STAMP
     return {"build": json.loads(stamp.read_text())} if stamp.is_file() else {}
 
 
-def from_workspace(ws: Workspace, device: str, cuda_arch: str | None, build) -> list[Contender]:
-    """Stock and (when it is not stock) the current variant; ``build(variant, options)`` builds a missing one
-    or is None, and then a missing build is an error."""
+def from_workspace(home: Path, device: str, cuda_arch: str | None, build: Callable | None) -> list[Contender]:
+    """Stock and (when it is not stock) the current variant; ``build(ws, variant, options)`` builds a missing
+    one, or is None, and then a missing build is an error."""
+    from fusekit.build import BuildOptions, detect_cuda_arch
+    from fusekit.registry import Registry
+    from fusekit.variants import current_entries, materialize
+    from fusekit.workspace import Workspace
+
+    ws = Workspace(home)
     kind = build_kind(device)
     options = BuildOptions(kind, (cuda_arch or detect_cuda_arch()) if kind == "cuda" else None)
     with ws.lock():
@@ -82,6 +92,6 @@ def from_workspace(ws: Workspace, device: str, cuda_arch: str | None, build) -> 
                         f"variant {v.label} is not built for {options.key} (no ggml libraries in {build_dir / 'bin'}); "
                         f"run 'fusekit build{hint}' or add --build"
                     )
-                build_dir = build(v, options).build_dir
+                build_dir = build(ws, v, options).build_dir
             out.append(Contender(v.label, build_dir / "bin", {"variant": v.describe(), **_stamp(build_dir)}))
     return out

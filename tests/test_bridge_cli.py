@@ -105,3 +105,33 @@ def test_sabotage_sweep_fails_quantized_and_passes_controls(stock_build: BuildRe
     assert "every quantized check failed and every control passed" in output
     code, output = run("bench", "mulmat", *lib, "--types", "q8_0", *TINY, "--out", str(tmp_path / "ok"))
     assert code == 0, output
+
+
+TBO_SAMPLE = """Testing 2 devices
+
+Backend 1/2: CUDA0
+  Device description: NVIDIA H200
+  MUL_MAT(type_a=q8_0,type_b=f32,m=4096,n=1,k=14336,bs=[1,1],nr=[1,1],per=[0,1,2,3],k_v=0,o=1):  \
+8520 runs -    23.17 us/run - 117.44 MFLOP/run -   5.07 TFLOPS
+  MUL_MAT(type_a=q4_0,type_b=f32,m=4096,n=8,k=14336,bs=[1,1],nr=[1,1],per=[0,1,2,3],k_v=0,o=1):  \
+4260 runs -    31.00 us/run - 939.52 MFLOP/run -  30.31 TFLOPS
+"""
+
+
+def test_crosscheck_parses_test_backend_ops() -> None:
+    from ggml_bridge.crosscheck import compare, parse_tbo
+
+    tbo = parse_tbo(TBO_SAMPLE)
+    assert tbo == {("q8_0", 4096, 14336, 1): 23.17, ("q4_0", 4096, 14336, 8): 31.0}
+    result = {
+        "payload": {"cases": [{"type": "q8_0", "m": 4096, "k": 14336, "n": 1, "contenders": {"stock": {"us": 24.0}}}]}
+    }
+    rows = compare(tbo, {"r": result})
+    assert rows[1]["r:stock_within_10pct"] is True and "r:stock_us" not in rows[0]
+
+
+def test_stamp_name_matches_fusekit_build() -> None:
+    from fusekit.build import STAMP
+    from ggml_bridge.contenders import STAMP as BRIDGE_STAMP
+
+    assert STAMP == BRIDGE_STAMP
