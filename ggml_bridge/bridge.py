@@ -180,7 +180,7 @@ class Bridge:
         def run(rows: tuple[int, int]) -> int:
             return int(self.lib.ggml_quantize_chunk(t, src_p, dst_p, rows[0] * k, rows[1] - rows[0], k, imat))
 
-        pieces = _row_pieces(m, k)
+        pieces = row_pieces(m, k)
         written = run(pieces[0])  # the first call initialises ggml's quantization tables
         with ThreadPoolExecutor(max_workers=os.cpu_count() or 1) as pool:  # cffi releases the GIL
             written += sum(pool.map(run, pieces[1:]))
@@ -207,7 +207,7 @@ class Bridge:
             traits.to_float(src_p + rows[0] * row, dst_p + rows[0] * k, (rows[1] - rows[0]) * k)
 
         with ThreadPoolExecutor(max_workers=os.cpu_count() or 1) as pool:
-            list(pool.map(run, _row_pieces(m, k)))
+            list(pool.map(run, row_pieces(m, k)))
         return out
 
     # ----- the operations ------------------------------------------------------------------
@@ -337,7 +337,7 @@ def timed(g: Graph, per: int, rounds: int, warmup: int) -> list[float]:
     return samples
 
 
-def _row_pieces(m: int, k: int) -> list[tuple[int, int]]:
+def row_pieces(m: int, k: int) -> list[tuple[int, int]]:
     step = max(1, _CHUNK_ELEMENTS // max(k, 1))
     return [(r, min(r + step, m)) for r in range(0, m, step)]
 

@@ -11,12 +11,14 @@ never written) fails. A wrong block in a single row of a wide matrix is below bo
 
 from __future__ import annotations
 
+import os
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass
 from typing import Any
 
 import numpy as np
 
-from .bridge import Bridge
+from .bridge import Bridge, row_pieces
 from .constants import BENCH_TYPES, CONTROL_TYPES
 
 
@@ -114,28 +116,42 @@ def sabotage(type_name: str, packed: np.ndarray, k: int) -> np.ndarray:
     return np.roll(blocks, -1, axis=0).reshape(packed.shape)
 
 
-def random_weights(rng: np.random.Generator, m: int, k: int) -> np.ndarray:
-    """Gaussian weights; one row in eight is scaled ×4 so blocks do not all share one magnitude."""
-    w = rng.standard_normal((m, k), dtype=np.float32)
+def random_weights(seed: int, m: int, k: int) -> np.ndarray:
+    """Gaussian (m, k) float32 weights from ``seed``; every 8th row ×4 so blocks do not share one magnitude.
+
+    Generated in row chunks, each from its own generator seeded (seed, chunk), on all cores.
+    """
+    w = np.empty((m, k), dtype=np.float32)
+    pieces = row_pieces(m, k)
+
+    def fill(index: int) -> None:
+        r0, r1 = pieces[index]
+        w[r0:r1] = np.random.default_rng([seed, index]).standard_normal((r1 - r0, k), dtype=np.float32)
+
+    with ThreadPoolExecutor(max_workers=os.cpu_count() or 1) as pool:
+        list(pool.map(fill, range(len(pieces))))
     w[::8] *= 4.0
     return w
 
 
 def reference(
-    bridge: Bridge, type_name: str, packed: np.ndarray, k: int, x: np.ndarray
-) -> tuple[np.ndarray, np.ndarray]:
-    """float64 (n, m) x·dequant(W)ᵀ and its per-output error scale sqrt(x²·(W²)ᵀ), in row chunks of W."""
+    bridge: Bridge, type_name: str, packed: np.ndarray, k: int, xs: list[np.ndarray]
+) -> list[tuple[np.ndarray, np.ndarray]]:
+    """For each x (n, k): float64 x·dequant(W)ᵀ and its per-output error scale sqrt(x²·(W²)ᵀ).
+
+    W is dequantized once, in row chunks, for all the activations.
+    """
     m = packed.shape[0]
-    out = np.empty((x.shape[0], m), dtype=np.float64)
-    scale = np.empty_like(out)
-    x64 = x.astype(np.float64)
-    x2 = x64 * x64
+    outs = [(np.empty((x.shape[0], m)), np.empty((x.shape[0], m))) for x in xs]
+    x64 = [x.astype(np.float64) for x in xs]
     step = max(1, (1 << 22) // k)
     for r in range(0, m, step):
         w = bridge.dequantize(type_name, packed[r : r + step], k).astype(np.float64)
-        out[:, r : r + step] = x64 @ w.T
-        scale[:, r : r + step] = np.sqrt(x2 @ (w * w).T)
-    return out, scale
+        w2 = w * w
+        for (out, scale), x in zip(outs, x64, strict=True):
+            out[:, r : r + step] = x @ w.T
+            scale[:, r : r + step] = np.sqrt((x * x) @ w2.T)
+    return outs
 
 
 def check_mul_mat(
@@ -149,14 +165,25 @@ def check_mul_mat(
     packed: np.ndarray | None = None,
 ) -> tuple[CheckResult, np.ndarray]:
     """One MUL_MAT check with fresh activations (and fresh weights unless ``packed`` is given)."""
-    rng = np.random.default_rng(seed)
     if packed is None:
-        packed = bridge.quantize(type_name, random_weights(rng, m, k))
-    x = rng.standard_normal((n, k), dtype=np.float32)
-    ref, scale = reference(bridge, type_name, packed, k, x)
-    got = bridge.mul_mat(type_name, sabotage(type_name, packed, k) if corrupt else packed, k, x)
-    nmse, worst, bad, ok = compare(type_name, got, ref, scale)
-    return CheckResult("MUL_MAT", type_name, m, k, n, seed, nmse, worst, bad, ok, corrupt), packed
+        packed = bridge.quantize(type_name, random_weights(seed, m, k))
+    return check_mul_mat_many(bridge, type_name, packed, k, [(n, seed)], corrupt)[0], packed
+
+
+def check_mul_mat_many(
+    bridge: Bridge, type_name: str, packed: np.ndarray, k: int, runs: list[tuple[int, int]], corrupt: bool = False
+) -> list[CheckResult]:
+    """MUL_MAT checks of one packed weight at several (tokens, activation seed) pairs."""
+    m = packed.shape[0]
+    xs = [np.random.default_rng([seed, n, 1]).standard_normal((n, k), dtype=np.float32) for n, seed in runs]
+    refs = reference(bridge, type_name, packed, k, xs)
+    device_packed = sabotage(type_name, packed, k) if corrupt else packed
+    results = []
+    for (n, seed), x, (ref, scale) in zip(runs, xs, refs, strict=True):
+        got = bridge.mul_mat(type_name, device_packed, k, x)
+        nmse, worst, bad, ok = compare(type_name, got, ref, scale)
+        results.append(CheckResult("MUL_MAT", type_name, m, k, n, seed, nmse, worst, bad, ok, corrupt))
+    return results
 
 
 def check_mul_mat_id(
@@ -178,7 +205,7 @@ def check_mul_mat_id(
     reference keeps the true ones: that must fail.
     """
     rng = np.random.default_rng(seed)
-    packed = np.stack([bridge.quantize(type_name, random_weights(rng, m, k)) for _ in range(n_expert)])
+    packed = np.stack([bridge.quantize(type_name, random_weights(seed * 1000 + e, m, k)) for e in range(n_expert)])
     x = rng.standard_normal((n_tokens, n_used, k), dtype=np.float32)
     ids = np.stack([rng.permutation(n_expert)[:n_used] for _ in range(n_tokens)]).astype(np.int32)
     ref = np.empty((n_tokens, n_used, m), dtype=np.float64)

@@ -17,7 +17,7 @@ import numpy as np
 from fusekit.errors import FusekitError
 
 from .bridge import Bridge, Graph, timed
-from .checks import check_mul_mat, random_weights
+from .checks import check_mul_mat_many, random_weights
 
 
 class Worker:
@@ -45,13 +45,10 @@ class Worker:
     ) -> dict[str, Any]:
         """Quantize seeded weights (identical in every worker), then run MUL_MAT checks [(n, seed), ...]."""
         self.op_time_release()
-        rng = np.random.default_rng(seed)
-        self.packed = self.bridge.quantize(type_name, random_weights(rng, m, k))
+        self.packed = self.bridge.quantize(type_name, random_weights(seed, m, k))
         self.case = {"type_name": type_name, "m": m, "k": k}
-        results = [
-            check_mul_mat(self.bridge, type_name, m, k, n, s, corrupt=corrupt, packed=self.packed)[0].describe()
-            for n, s in checks
-        ]
+        runs = [(n, s) for n, s in checks]
+        results = [r.describe() for r in check_mul_mat_many(self.bridge, type_name, self.packed, k, runs, corrupt)]
         digest = hashlib.sha256(self.packed.tobytes()).hexdigest()
         return {"weights_sha256": digest, "weight_bytes": int(self.packed.nbytes), "checks": results}
 
