@@ -56,10 +56,15 @@ _SHAPE = re.compile(r"^(\d+)[xX×](\d+)$")
 
 
 def parse_shapes(spec: str) -> list[Shape]:
-    """``seed`` (the whole table) or a comma list of MxK; a listed shape keeps its table facts."""
+    """``seed`` (the whole table), ``cpu-bench`` (six of its shapes) or a comma list of MxK.
+
+    A listed shape that is in the table keeps its model and table facts.
+    """
     if spec.strip() == "seed":
         return list(SEED_SHAPES)
     known = {s.key: s for s in SEED_SHAPES}
+    if spec.strip() == "cpu-bench":
+        return [known[key] for key in CPU_BENCH_SHAPES]
     shapes: list[Shape] = []
     for item in (part.strip() for part in spec.split(",")):
         match = _SHAPE.match(item)
