@@ -188,7 +188,7 @@ class Bridge:
             raise FusekitError(f"ggml_quantize_chunk wrote {written} bytes for {type_name}, expected {out.nbytes}")
         return out
 
-    def dequantize(self, type_name: str, packed: np.ndarray, k: int) -> np.ndarray:
+    def dequantize(self, type_name: str, packed: np.ndarray, k: int, threads: int | None = None) -> np.ndarray:
         """Unpack (m, row_size) bytes to (m, k) float32 with the type's own to_float."""
         t = type_id(type_name)
         m = packed.shape[0]
@@ -206,7 +206,10 @@ class Bridge:
         def run(rows: tuple[int, int]) -> None:
             traits.to_float(src_p + rows[0] * row, dst_p + rows[0] * k, (rows[1] - rows[0]) * k)
 
-        with ThreadPoolExecutor(max_workers=os.cpu_count() or 1) as pool:
+        if threads == 1:
+            run((0, m))
+            return out
+        with ThreadPoolExecutor(max_workers=threads or os.cpu_count() or 1) as pool:
             list(pool.map(run, row_pieces(m, k)))
         return out
 
@@ -337,8 +340,9 @@ def timed(g: Graph, per: int, rounds: int, warmup: int) -> list[float]:
     return samples
 
 
-def row_pieces(m: int, k: int) -> list[tuple[int, int]]:
-    step = max(1, _CHUNK_ELEMENTS // max(k, 1))
+def row_pieces(m: int, k: int, elements: int = _CHUNK_ELEMENTS) -> list[tuple[int, int]]:
+    """Row ranges of about ``elements`` elements each."""
+    step = max(1, elements // max(k, 1))
     return [(r, min(r + step, m)) for r in range(0, m, step)]
 
 

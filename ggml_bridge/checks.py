@@ -144,13 +144,17 @@ def reference(
     m = packed.shape[0]
     outs = [(np.empty((x.shape[0], m)), np.empty((x.shape[0], m))) for x in xs]
     x64 = [x.astype(np.float64) for x in xs]
-    step = max(1, (1 << 22) // k)
-    for r in range(0, m, step):
-        w = bridge.dequantize(type_name, packed[r : r + step], k).astype(np.float64)
+
+    def rows(piece: tuple[int, int]) -> None:  # numpy and to_float release the GIL: chunks run on all cores
+        r0, r1 = piece
+        w = bridge.dequantize(type_name, packed[r0:r1], k, threads=1).astype(np.float64)
         w2 = w * w
         for (out, scale), x in zip(outs, x64, strict=True):
-            out[:, r : r + step] = x @ w.T
-            scale[:, r : r + step] = np.sqrt((x * x) @ w2.T)
+            out[:, r0:r1] = x @ w.T
+            scale[:, r0:r1] = np.sqrt((x * x) @ w2.T)
+
+    with ThreadPoolExecutor(max_workers=os.cpu_count() or 1) as pool:
+        list(pool.map(rows, row_pieces(m, k, 1 << 20)))
     return outs
 
 
