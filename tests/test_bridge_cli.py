@@ -135,3 +135,28 @@ def test_stamp_name_matches_fusekit_build() -> None:
     from ggml_bridge.contenders import STAMP as BRIDGE_STAMP
 
     assert STAMP == BRIDGE_STAMP
+
+
+@pytest.mark.slow
+def test_two_contenders_are_interleaved(stock_build: BuildResult, tmp_path: Path) -> None:
+    bin_dir = str(stock_build.bin_dir)
+    lib = ["--lib-dir", f"a={bin_dir}", "--lib-dir", f"b={bin_dir}", "--backend", "CPU", "--threads", "1"]
+    out = tmp_path / "two.json"
+    code, output = run("bench", "mulmat", *lib, "--types", "q8_0", *TINY, "--out", str(out))
+    assert code == 0, output
+    result = read_result(out)
+    assert [v["label"] for v in result["variants"]] == ["a", "b"]
+    for case in result["payload"]["cases"]:
+        a, b = case["contenders"]["a"], case["contenders"]["b"]
+        assert a["weights_sha256"] == b["weights_sha256"]  # both variants get the same packed bytes
+        assert len(a["samples_s"]) == len(b["samples_s"]) == 2
+    assert "x vs a" in output
+
+
+@pytest.mark.slow
+def test_workspace_mode_uses_the_stock_build(pinned_home: Path, stock_build: BuildResult, tmp_path: Path) -> None:
+    args = ["--home", str(pinned_home), "bench", "mulmat", "--backend", "CPU", "--check", "--types", "q4_0"]
+    code, output = run(*args, *TINY, "--out", str(tmp_path / "ws.json"))
+    assert code == 0, output
+    variants = read_result(tmp_path / "ws.json")["variants"]
+    assert [v["label"] for v in variants] == ["stock"] and variants[0]["build"]["variant"] == "stock"
