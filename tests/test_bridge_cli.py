@@ -160,3 +160,10 @@ def test_workspace_mode_uses_the_stock_build(pinned_home: Path, stock_build: Bui
     assert code == 0, output
     variants = read_result(tmp_path / "ws.json")["variants"]
     assert [v["label"] for v in variants] == ["stock"] and variants[0]["build"]["variant"] == "stock"
+
+
+def test_show_renders_a_stored_result_golden() -> None:
+    data = Path(__file__).parent / "data" / "bench-mulmat"
+    code, output = run("bench", "show", str(data / "sample.json"))
+    assert code == 0
+    assert output == (data / "sample.txt").read_text()
