@@ -316,17 +316,28 @@ class Bridge:
         finally:
             g.close()
 
-    def time_copy(self, nbytes: int, rounds: int, warmup: int = 2) -> list[float]:
-        """Seconds for one large f32 GGML_OP_CPY of ``nbytes`` (the device's memory roofline, read + write)."""
+    def copy_graph(self, nbytes: int) -> Graph:
+        """An allocated graph of one f32 GGML_OP_CPY of ``nbytes``: the memory roofline (caller closes it)."""
         count = max(nbytes // 4, 1)
-        with self._graph(4, 8) as g:
+        g = Graph(self, 4, 8)
+        try:
             src = self.lib.ggml_new_tensor_1d(g.ctx, GGML_TYPE_F32, count)
             dst = self.lib.ggml_new_tensor_1d(g.ctx, GGML_TYPE_F32, count)
-            node = self.lib.ggml_cpy(g.ctx, src, dst)
-            self.lib.ggml_build_forward_expand(g.graph, node)
+            self.lib.ggml_build_forward_expand(g.graph, self.lib.ggml_cpy(g.ctx, src, dst))
             g.allocate()
             self.lib.ggml_backend_tensor_memset(src, 0, 0, count * 4)
+        except BaseException:
+            g.close()
+            raise
+        return g
+
+    def time_copy(self, nbytes: int, rounds: int, warmup: int = 2) -> list[float]:
+        """Seconds per copy of ``nbytes`` (bytes moved: read + written = 2 × nbytes)."""
+        g = self.copy_graph(nbytes)
+        try:
             return timed(g, 1, rounds, warmup)
+        finally:
+            g.close()
 
 
 def timed(g: Graph, per: int, rounds: int, warmup: int) -> list[float]:

@@ -182,9 +182,11 @@ def _roofline(
 ) -> dict[str, Any]:
     nbytes = max(8 * cache, 16 << 20)  # eight times the cache: the copy streams from memory
     progress(f"memory roofline: f32 copy of {nbytes >> 20} MiB")
-    samples = _interleaved(
-        workers, spec.rounds, lambda w: w.call("copy", nbytes=nbytes, reps=spec.reps, warmup=1)["samples"]
-    )
+    for w in workers:
+        w.call("copy_setup", nbytes=nbytes, warmup=spec.warmup)
+    samples = _interleaved(workers, spec.rounds, lambda w: w.call("time_round", reps=spec.reps)["samples"])
+    for w in workers:
+        w.call("time_release")
     out = {}
     for c, s in zip(contenders, samples, strict=True):
         stats = summarize(s)

@@ -78,8 +78,17 @@ class Worker:
             self.timing = None
         return {}
 
-    def op_copy(self, nbytes: int, reps: int, warmup: int) -> dict[str, Any]:
-        return {"samples": self.bridge.time_copy(nbytes, reps, warmup)}
+    def op_copy_setup(self, nbytes: int, warmup: int) -> dict[str, Any]:
+        """Build the roofline copy graph and warm it up; ``time_round`` then times it."""
+        self.op_time_release()
+        g = self.bridge.copy_graph(nbytes)
+        try:
+            timed(g, 1, 0, warmup)
+        except BaseException:
+            g.close()
+            raise
+        self.timing, self.timing_nodes = g, 1
+        return {}
 
 
 def main(argv: list[str] | None = None) -> int:
