@@ -6,18 +6,31 @@ from typing import Any
 
 from fusekit.console import table
 
+from .constants import CONTROL_TYPES
+
 
 def _fmt(value: float | None, spec: str) -> str:
     return "-" if value is None else format(value, spec)
 
 
+def expected_to_fail(check: dict[str, Any]) -> bool:
+    """Shifted expert ids, and sabotaged quantized weights, must fail; everything else must pass."""
+    return bool(check.get("expect_fail")) or (check["sabotaged"] and check["type_name"] not in CONTROL_TYPES)
+
+
 def check_counts(payload: dict[str, Any]) -> dict[str, list[dict[str, Any]]]:
-    """Checks split by outcome: ``passed`` and ``failed`` lists of check records."""
-    out: dict[str, list[dict[str, Any]]] = {"passed": [], "failed": []}
-    for case in payload["cases"]:
-        for entry in case["contenders"].values():
-            out["passed" if entry["check"]["passed"] else "failed"].append(entry["check"])
+    """Checks split by outcome: ``passed``, ``failed``, and ``unexpected`` (the outcome was not the expected one)."""
+    out: dict[str, list[dict[str, Any]]] = {"passed": [], "failed": [], "unexpected": []}
+    for check in payload["checks"]:
+        out["passed" if check["passed"] else "failed"].append(check)
+        if check["passed"] == expected_to_fail(check):
+            out["unexpected"].append(check)
     return out
+
+
+def _check_line(c: dict[str, Any]) -> str:
+    verdict = "passed" if c["passed"] else "failed"
+    return f"{c['op']} {c['type_name']} {c['m']}x{c['k']} n={c['n']} {verdict}: nmse {c['nmse']:.2e}"
 
 
 def render(result: dict[str, Any]) -> str:
@@ -69,5 +82,10 @@ def render(result: dict[str, Any]) -> str:
     if p.get("skipped"):
         lines += ["", "skipped (K not a multiple of the type's block):", *(f"  {s}" for s in p["skipped"])]
     counts = check_counts(p)
-    lines += ["", f"checks: {len(counts['passed'])} passed, {len(counts['failed'])} failed"]
+    lines += [
+        "",
+        f"checks: {len(counts['passed'])} passed, {len(counts['failed'])} failed, "
+        f"{len(counts['unexpected'])} not as expected (must-fail checks: sabotaged quantized weights, shifted ids)",
+    ]
+    lines += [f"  unexpected: {c['contender']}: {_check_line(c)}" for c in counts["unexpected"]]
     return "\n".join(lines)

@@ -43,6 +43,7 @@ class SweepSpec:
     shapes: tuple[Shape, ...]
     tokens: tuple[int, ...]
     device: str = "CPU"
+    check_tokens: tuple[int, ...] = (1, 2, 4, 8, 64, 512)  # checked besides the timed token counts
     check_only: bool = False
     sabotage: bool = False
     rounds: int = 7
@@ -164,6 +165,7 @@ def run_sweep(
                 "kernel the backend runs per node (CUDA: quantize_q8_1); not the host-device transfers"
             ),
             "cases": [],
+            "checks": [],  # every check of every contender: MUL_MAT at all token counts, MUL_MAT_ID for experts
         }
         if not spec.check_only:
             payload["roofline"] = _roofline(workers, contenders, spec, cache, progress)
@@ -207,11 +209,30 @@ def _run_case(
     payload: dict[str, Any],
 ) -> list[dict[str, Any]]:
     seed = spec.seed * 1000 + index
-    checks = [[n, seed * 100 + j + 1] for j, n in enumerate(spec.tokens)]
+    all_tokens = sorted(set(spec.tokens) | set(spec.check_tokens))
+    checks = [[n, seed * 100 + j + 1] for j, n in enumerate(all_tokens)]
     prepared = [
         w.call("prepare", type_name=type_name, m=shape.m, k=shape.k, seed=seed, checks=checks, corrupt=spec.sabotage)
         for w in workers
     ]
+    for c, prep in zip(contenders, prepared, strict=True):
+        payload["checks"] += [{"contender": c.label, **x} for x in prep["checks"]]
+    if shape.experts_per_token:
+        n_used = shape.experts_per_token
+        id_tokens = [n for n in all_tokens if n <= 64]
+        for c, w in zip(contenders, workers, strict=True):
+            found = w.call(
+                "check_id",
+                type_name=type_name,
+                m=shape.m,
+                k=shape.k,
+                n_expert=2 * n_used,
+                n_used=n_used,
+                tokens=id_tokens,
+                seed=seed,
+                corrupt=spec.sabotage,
+            )
+            payload["checks"] += [{"contender": c.label, **x} for x in found["checks"]]
     cases = []
     for n in spec.tokens:
         row: dict[str, Any] = {

@@ -17,7 +17,7 @@ import numpy as np
 from fusekit.errors import FusekitError
 
 from .bridge import Bridge, Graph, timed
-from .checks import check_mul_mat_many, random_weights
+from .checks import check_mul_mat_id, check_mul_mat_many, random_weights
 
 
 class Worker:
@@ -51,6 +51,21 @@ class Worker:
         results = [r.describe() for r in check_mul_mat_many(self.bridge, type_name, self.packed, k, runs, corrupt)]
         digest = hashlib.sha256(self.packed.tobytes()).hexdigest()
         return {"weights_sha256": digest, "weight_bytes": int(self.packed.nbytes), "checks": results}
+
+    def op_check_id(
+        self, type_name: str, m: int, k: int, n_expert: int, n_used: int, tokens: list[int], seed: int, corrupt: bool
+    ) -> dict[str, Any]:
+        """MUL_MAT_ID checks: ``n_expert`` experts of (m, k), ``n_used`` per token; then ids shifted by one.
+
+        The shifted-ids check is marked ``expect_fail``: it must fail, or a wrong expert index would go unseen.
+        """
+        found = []
+        for j, n in enumerate(tokens):
+            args = (self.bridge, type_name, m, k, n, n_expert, n_used)
+            found.append(check_mul_mat_id(*args, seed=seed * 10 + j, corrupt=corrupt).describe())
+        wrong = check_mul_mat_id(*args, seed=seed * 10 + len(tokens), wrong_ids=True).describe()
+        found.append({**wrong, "op": "MUL_MAT_ID (ids shifted)", "expect_fail": True})
+        return {"checks": found}
 
     def op_time_setup(self, n: int, copies: int, nodes: int, warmup: int) -> dict[str, Any]:
         """Build the timed graph (``nodes`` products over ``copies`` weight copies) and warm it up."""

@@ -13,7 +13,8 @@ from fusekit.cli import main
 from ggml_bridge.cli import parse_size
 from ggml_bridge.shapes import SEED_SHAPES, parse_shapes, parse_tokens, parse_types, split_fitting
 
-TINY = ["--shapes", "64x512", "--tokens", "1,8", "--rounds", "2", "--reps", "1", "--nodes", "4", "--l2", "1M"]
+TINY = ["--shapes", "64x512", "--tokens", "1,8", "--check-tokens", "2", "--rounds", "2", "--reps", "1", "--nodes", "4"]
+TINY += ["--l2", "1M"]
 
 
 def run(*args: str) -> tuple[int, str]:
@@ -63,7 +64,8 @@ def test_missing_build_dir_is_one_line(tmp_path: Path) -> None:
 def test_help_documents_the_flags() -> None:
     code, output = run("bench", "mulmat", "--help")
     assert code == 0
-    for flag in ("--types", "--shapes", "--tokens", "--backend", "--check", "--sabotage", "--lib-dir", "--l2"):
+    flags = ("--types", "--shapes", "--tokens", "--check-tokens", "--backend", "--check", "--sabotage", "--lib-dir")
+    for flag in (*flags, "--l2", "--copies", "--nodes", "--rounds"):
         assert flag in output
 
 
@@ -92,7 +94,8 @@ def test_tiny_sweep_writes_a_result_and_renders(stock_build: BuildResult, tmp_pa
     assert all(c["contenders"]["stock"]["us"] > 0 and len(c["contenders"]["stock"]["samples_s"]) == 2 for c in cases)
     assert result["payload"]["roofline"]["gb_s"] > 0
     code, shown = run("bench", "show", str(out))
-    assert code == 0 and "q4_0" in shown and "checks: 4 passed, 0 failed" in shown
+    assert code == 0 and "q4_0" in shown and "checks: 6 passed, 0 failed, 0 not as expected" in shown
+    assert sorted(c["n"] for c in result["payload"]["checks"]) == [1, 1, 2, 2, 8, 8]
 
 
 @pytest.mark.slow
@@ -135,6 +138,22 @@ def test_stamp_name_matches_fusekit_build() -> None:
     from ggml_bridge.contenders import STAMP as BRIDGE_STAMP
 
     assert STAMP == BRIDGE_STAMP
+
+
+@pytest.mark.slow
+def test_expert_shapes_get_mul_mat_id_checks(stock_build: BuildResult, tmp_path: Path) -> None:
+    lib = ["--lib-dir", str(stock_build.bin_dir), "--backend", "CPU", "--threads", "1", "--check", "--types", "q4_0"]
+    out = tmp_path / "id.json"
+    code, output = run(
+        "bench", "mulmat", *lib, "--shapes", "512x2048", "--tokens", "1", "--check-tokens", "4", "--out", str(out)
+    )
+    assert code == 0, output
+    ids = [c for c in read_result(out)["payload"]["checks"] if c["op"].startswith("MUL_MAT_ID")]
+    assert [(c["n"], c["passed"], c.get("expect_fail", False)) for c in ids] == [
+        (1, True, False),
+        (4, True, False),
+        (4, False, True),
+    ]
 
 
 @pytest.mark.slow
