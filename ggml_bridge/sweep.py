@@ -70,6 +70,7 @@ class WorkerProcess:
         if threads:
             cmd += ["--threads", str(threads)]
         env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(PACKAGE_ROOT), os.environ.get("PYTHONPATH", "")])}
+        env.update(OPENBLAS_NUM_THREADS="1", OMP_NUM_THREADS="1", MKL_NUM_THREADS="1")  # see ggml_bridge/__init__
         self.proc = subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, env=env)
         hello = self._read()
         if "error" in hello:

@@ -11,6 +11,6 @@ export PYTHONPATH="$REPO${PYTHONPATH:+:$PYTHONPATH}"
 OUT=${2:-fusekit-results/bench-mulmat-cpu.json}
 SECONDS=0
 "${PYTHON:-python3}" -m ggml_bridge mulmat --lib-dir "stock=$1" --backend CPU --types q8_0,q4_0,q2_K \
-  --shapes cpu-bench --tokens 1 --rounds 5 --reps 2 --nodes 16 \
+  --shapes cpu-bench --tokens 1 --check-tokens 1 --rounds 5 --reps 2 --nodes 16 \
   ${THREADS:+--threads $THREADS} --out "$OUT"
 echo "CPU sweep: ${SECONDS}s"
