@@ -10,6 +10,8 @@ from click.testing import CliRunner
 from evals.results import read_result
 from fusekit.build import BuildResult
 from fusekit.cli import main
+from fusekit.variants import reset
+from fusekit.workspace import Workspace
 from ggml_bridge.cli import parse_size
 from ggml_bridge.shapes import SEED_SHAPES, parse_shapes, parse_tokens, parse_types, split_fitting
 
@@ -75,8 +77,19 @@ def test_backend_not_present(stock_build: BuildResult) -> None:
     assert code != 0 and "backend CUDA0 is not present" in one_error_line(output)
 
 
+@pytest.fixture
+def stock_current(pinned_home: Path, example_data: Path) -> Path:
+    """The shared workspace with stock as its current variant for one test; other tests' state is restored."""
+    ws = Workspace(pinned_home)
+    saved = ws.state_file.read_text()
+    reset(ws)
+    yield pinned_home
+    ws.state_file.write_text(saved)
+
+
 @pytest.mark.slow
-def test_variant_not_built(pinned_home: Path, stock_build: BuildResult) -> None:
+def test_variant_not_built(stock_current: Path, stock_build: BuildResult) -> None:
+    pinned_home = stock_current
     code, output = run("--home", str(pinned_home), "bench", "mulmat", "--backend", "CUDA0", "--cuda-arch", "90", *TINY)
     assert code != 0 and "variant stock is not built for cuda-sm90" in one_error_line(output)
 
@@ -173,7 +186,8 @@ def test_two_contenders_are_interleaved(stock_build: BuildResult, tmp_path: Path
 
 
 @pytest.mark.slow
-def test_workspace_mode_uses_the_stock_build(pinned_home: Path, stock_build: BuildResult, tmp_path: Path) -> None:
+def test_workspace_mode_uses_the_stock_build(stock_current: Path, stock_build: BuildResult, tmp_path: Path) -> None:
+    pinned_home = stock_current
     args = ["--home", str(pinned_home), "bench", "mulmat", "--backend", "CPU", "--check", "--types", "q4_0"]
     code, output = run(*args, *TINY, "--out", str(tmp_path / "ws.json"))
     assert code == 0, output
