@@ -7,6 +7,7 @@ import sys
 import click
 
 from evals.profile.cli import profile
+from ggml_bridge.cli import bench
 
 from . import __version__
 from .build import BACKENDS, BuildOptions, BuildResult, build_variant
@@ -230,6 +231,7 @@ def pin_cmd() -> None:
 
 
 main.add_command(profile)
+main.add_command(bench)
 
 from .bundle import bundle_cmd  # noqa: E402
 from .synth.cli import model_group  # noqa: E402
