@@ -225,3 +225,9 @@ def pin_cmd() -> None:
     pin = load_pin()
     click.echo(f"llama.cpp {pin.commit} ({pin.date}), tree {pin.tree}")
     click.echo(f"default source: {pin.sdist.requirement} sdist, sha256 {pin.sdist.sha256}")
+
+
+from evals.cli import eval_cmd, report_cmd  # noqa: E402
+
+main.add_command(eval_cmd)
+main.add_command(report_cmd)
