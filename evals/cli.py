@@ -72,7 +72,9 @@ def default_result_path(ws: Workspace) -> Path:
 @click.option("-p", "n_prompt", default="512", show_default=True, help="llama-bench -p (comma list).")
 @click.option("-n", "n_gen", default="128", show_default=True, help="llama-bench -n (comma list).")
 @click.option("-d", "n_depth", default="0", show_default=True, help="llama-bench -d (comma list).")
-@click.option("--ctx", type=click.IntRange(8), default=512, show_default=True, help="Perplexity context (-c).")
+@click.option(
+    "--ctx", "ctx_size", type=click.IntRange(8), default=512, show_default=True, help="Perplexity context (-c)."
+)
 @click.option("--chunks", type=click.IntRange(1), default=8, show_default=True, help="Perplexity chunks.")
 @click.option("--tokens", type=click.IntRange(1), default=128, show_default=True, help="Tokens per greedy text.")
 @click.option(
@@ -114,7 +116,7 @@ def evaluate(ws: Workspace, specs: list[str], opts: dict) -> tuple[dict, Path]:
         rounds=opts["rounds"],
         backend=opts["backend"],
         bench=BenchSettings(opts["n_prompt"], opts["n_gen"], opts["n_depth"], opts["repetitions"], threads, gpu_layers),
-        perplexity=PplSettings(opts["ctx"], opts["chunks"], min(opts["ctx"], 2048), threads, gpu_layers),
+        perplexity=PplSettings(opts["ctx_size"], opts["chunks"], min(opts["ctx_size"], 2048), threads, gpu_layers),
         textgen=TextSettings(opts["tokens"], opts["prompts"], max(512, opts["tokens"] + 64), threads, gpu_layers),
     )
     model = resolve_model(opts["model"], ws.cache, note)
@@ -128,7 +130,10 @@ def evaluate(ws: Workspace, specs: list[str], opts: dict) -> tuple[dict, Path]:
     options = BuildOptions(backend=opts["backend"], cuda_arch=opts["cuda_arch"])
     with ws.lock():
         variants = resolve_variants(ws, specs, opts["against"], registry)
-        sides = [Side(v, build_one(ws, v, options, opts["jobs"])) for v in variants]
+        builds = {v.label: build_one(ws, v, options, opts["jobs"]) for v in variants}
+        sides = [Side(variants[0], builds[variants[0].label])]
+        for v in variants[1:]:
+            sides.append(Side(v, builds[v.label], f"{v.label}-again" if v.label == variants[0].label else ""))
         for side in sides[1:]:
             if side.describe(settings.backend)["touches_only_uncompiled_backends"]:
                 note(f"{side.name} patches only backends a {settings.backend} build does not compile: identical code")

@@ -63,10 +63,11 @@ class Side:
 
     variant: Variant
     build: BuildResult
+    alias: str = ""  # a second name when the baseline is compared with itself (an A/A run)
 
     @property
     def name(self) -> str:
-        return self.variant.label
+        return self.alias or self.variant.label
 
     def tool(self, name: str) -> Path:
         return self.build.tool(name)
@@ -75,6 +76,8 @@ class Side:
         paths = variant_paths(list(self.variant.entries))
         return {
             **self.variant.describe(),
+            "name": self.name,
+            "variant": self.variant.label,
             "build": {**self.build.record, "build_dir": str(self.build.build_dir)},
             "touched_paths": sorted(paths),
             "touches_only_uncompiled_backends": uncompiled_only(paths, backend),

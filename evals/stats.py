@@ -75,4 +75,4 @@ def rounds_needed(estimate: RatioEstimate, rounds: int, target: float = RESOLVE)
     """Rounds that would shrink the interval's half-width to ``target``, assuming it narrows as 1/sqrt(n)."""
     if estimate.half_width <= target or rounds <= 0:
         return rounds
-    return math.ceil(rounds * (estimate.half_width / target) ** 2)
+    return math.ceil(rounds * (estimate.half_width / target) ** 2 - 1e-9)
