@@ -48,15 +48,15 @@ class BenchSettings:
 
     def args(self) -> list[str]:
         args = ["-p", self.prompt, "-n", self.gen, "-d", self.depth, "-r", str(self.repetitions)]
-        args += ["-t", str(self.threads), "-ngl", str(self.gpu_layers), "-o", "json"]
-        return args
+        args += ["-t", str(self.threads), "-o", "json"]
+        return args + (["-ngl", str(self.gpu_layers)] if self.gpu_layers else [])
 
 
 def bench_command(tool: Path, model: Path, settings: BenchSettings) -> list[str]:
     return [str(tool), "-m", str(model), *settings.args()]
 
 
-def test_name(test: dict[str, Any]) -> str:
+def bench_label(test: dict[str, Any]) -> str:
     """llama-bench's own names: ``pp512``, ``tg128``, ``pp512+tg128``, with ``@ d4096`` for a depth."""
     n_prompt, n_gen, n_depth = int(test["n_prompt"]), int(test["n_gen"]), int(test.get("n_depth", 0))
     if n_prompt and n_gen:
@@ -83,5 +83,5 @@ def parse_bench_json(stdout: str) -> list[dict[str, Any]]:
         if missing:
             raise FusekitError(f"llama-bench JSON lacks {', '.join(missing)}; is this a llama-bench of another age?")
         kept = {key: test[key] for key in KEPT_FIELDS if key in test}
-        parsed.append({"test": test_name(test), **kept})
+        parsed.append({"test": bench_label(test), **kept})
     return parsed

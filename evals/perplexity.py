@@ -36,16 +36,13 @@ class PplSettings:
     gpu_layers: int = 0
 
     def args(self) -> list[str]:
-        return [
-            "-c", str(self.ctx), "--chunks", str(self.chunks), "-b", str(self.batch),
-            "-t", str(self.threads), "-ngl", str(self.gpu_layers),
-        ]  # fmt: skip
+        args = ["-c", str(self.ctx), "--chunks", str(self.chunks), "-b", str(self.batch), "-t", str(self.threads)]
+        return args + (["-ngl", str(self.gpu_layers)] if self.gpu_layers else [])
 
     def key(self) -> dict[str, Any]:
-        """The settings that a KL base must share with the runs compared against it (threads do not count)."""
-        data = asdict(self)
-        data.pop("threads")
-        return data
+        """The settings that a KL base must share with the runs compared against it (threads too: a different
+        split of the work may change the low bits, and the byte-for-byte log-prob check must not see that)."""
+        return asdict(self)
 
 
 def ppl_command(tool: Path, model: Path, corpus: Path, settings: PplSettings, save_base: Path | None) -> list[str]:
@@ -80,12 +77,12 @@ def too_short_message(output: str, corpus: Path) -> str | None:
     )
 
 
-def parse_final_estimate(stdout: str) -> dict[str, Any]:
-    """``Final estimate: PPL = X +/- Y`` and the running estimate after each chunk."""
-    match = _FINAL.search(stdout)
+def parse_final_estimate(output: str) -> dict[str, Any]:
+    """``Final estimate: PPL = X +/- Y`` (a log line, on stderr) and the running estimate after each chunk."""
+    match = _FINAL.search(output)
     if not match:
         raise FusekitError("llama-perplexity printed no 'Final estimate: PPL = X +/- Y' line")
-    chunks = [_number(value) for _, value in _CHUNK.findall(stdout)]
+    chunks = [_number(value) for _, value in _CHUNK.findall(output)]
     return {"ppl": _number(match.group(1)), "ppl_error": _number(match.group(2)), "running_ppl": chunks}
 
 

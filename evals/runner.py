@@ -142,9 +142,14 @@ def _perplexity_run(argv: list[str], what: str, corpus: Corpus) -> ToolRun:
     return run
 
 
+def _outputs(run: ToolRun) -> dict[str, Any]:
+    """What a result keeps of a quality run: its command record, its stdout and the tail of its log."""
+    return {"run": run.record(), "stdout": run.stdout, "stderr_tail": tail(run.stderr)}
+
+
 def _parsed(parse, run: ToolRun, what: str) -> dict[str, Any]:
     try:
-        return parse(run.stdout)
+        return parse(run.stdout + "\n" + run.stderr)
     except FusekitError as exc:
         raise FusekitError(f"{what}: {exc.message}", detail=tail(run.stderr)) from None
 
@@ -168,7 +173,7 @@ def stock_kl_base(
     )
     final = _parsed(parse_final_estimate, run, "llama-perplexity (stock KL base)")
     os.replace(partial, base)
-    extra = {"run": run.record(), "stdout": run.stdout, "final": final}
+    extra = {**_outputs(run), "final": final}
     return base, {**klbase.write_sidecar(base, identity, extra), "cached": False}
 
 
@@ -192,7 +197,7 @@ def run_quality(
             cmd = ppl_command(side.tool("llama-perplexity"), model.path, corpus.path, ppl_settings, None)
             run = _perplexity_run(cmd, f"llama-perplexity ({side.name})", corpus)
             final = _parsed(parse_final_estimate, run, f"llama-perplexity ({side.name})")
-            out["ppl"][side.name] = {**final, "run": run.record(), "stdout": run.stdout}
+            out["ppl"][side.name] = {**final, **_outputs(run)}
         return out
     base, record = stock_kl_base(stock, model, corpus, ppl_settings, cache, kl_base, progress)
     out["kl_base"] = {"path": str(base), **{k: v for k, v in record.items() if k != "stdout"}}
@@ -203,7 +208,7 @@ def run_quality(
         cmd = ppl_command(side.tool("llama-perplexity"), model.path, corpus.path, ppl_settings, own)
         run = _perplexity_run(cmd, f"llama-perplexity ({side.name})", corpus)
         final = _parsed(parse_final_estimate, run, f"llama-perplexity ({side.name})")
-        out["ppl"][side.name] = {**final, "run": run.record(), "stdout": run.stdout, "from": "own log-probs run"}
+        out["ppl"][side.name] = {**final, **_outputs(run), "from": "own log-probs run"}
         own_sha = sha256_of(own)
         own.unlink()
         progress(f"KL: {side.name} against stock")
@@ -213,8 +218,7 @@ def run_quality(
             "statistics": stats,
             "logprobs_sha256": own_sha,
             "logprobs_identical": own_sha == record["sha256"],
-            "run": kld_run.record(),
-            "stdout": kld_run.stdout,
+            **_outputs(kld_run),
         }
     return out
 

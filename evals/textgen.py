@@ -35,10 +35,10 @@ class TextSettings:
 
 
 def completion_command(tool: Path, model: Path, prompt: str, settings: TextSettings) -> list[str]:
+    gpu = ["-ngl", str(settings.gpu_layers)] if settings.gpu_layers else []
     return [
         str(tool), "-m", str(model), "-p", prompt, "-n", str(settings.tokens), "-c", str(settings.ctx),
-        "-t", str(settings.threads), "-ngl", str(settings.gpu_layers),
-        "-no-cnv", "--no-display-prompt", "--ignore-eos", "--no-warmup",
+        "-t", str(settings.threads), *gpu, "-no-cnv", "--no-display-prompt", "--ignore-eos", "--no-warmup",
         "-s", "0", "--temp", "0", "--top-k", "1", "--top-p", "1.0", "--min-p", "0.0",
         "--repeat-penalty", "1.0", "--presence-penalty", "0.0", "--frequency-penalty", "0.0",
     ]  # fmt: skip
