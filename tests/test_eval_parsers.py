@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from evals.llamabench import parse_bench_json, bench_label
+from evals.llamabench import bench_label, parse_bench_json
 from evals.perplexity import parse_final_estimate, parse_kld_statistics, too_short_message
 from fusekit.errors import FusekitError
 
