@@ -9,6 +9,7 @@ import pandas as pd
 
 from .stats import RESOLVE
 
+FEW_SAMPLES = 5
 KL_HEADLINE = ("Mean KLD", "99.0% KLD", "Maximum KLD", "RMS Δp", "Same top p")
 
 
@@ -32,12 +33,15 @@ def _sides(result: dict[str, Any]) -> list[str]:
 def speed_frame(result: dict[str, Any]) -> pd.DataFrame:
     rows = []
     for row in result["payload"].get("speed", {}).get("summary", []):
-        note = ""
+        notes = []
+        if min(row["n_stock"], row["n_variant"]) < FEW_SAMPLES:
+            notes.append(f"fewer than {FEW_SAMPLES} samples a side: the interval is rough")
         if not row["resolves_1pct"]:
-            note = (
+            notes.append(
                 f"interval ±{100 * row['half_width']:.1f}% cannot resolve a {100 * RESOLVE:.0f}% change; "
                 f"about {row['rounds_for_1pct']} rounds would"
             )
+        note = "; ".join(notes)
         rows.append(
             {
                 "test": row["test"],
@@ -82,11 +86,10 @@ def ppl_frame(result: dict[str, Any]) -> pd.DataFrame:
 
 
 def _stat_text(stat: dict[str, Any] | None) -> str:
+    """The statistic exactly as llama-perplexity printed it (its own rounding), without the name."""
     if stat is None:
         return "n/a"
-    value = "nan" if stat["value"] is None else f"{stat['value']:.6f}"
-    error = "" if stat["error"] is None and "±" not in stat["text"] else f" ± {_fmt(stat['error'], 6)}"
-    return f"{value}{error}{' %' if stat['unit'] else ''}"
+    return " ".join(stat["text"].split(":", 1)[1].split())
 
 
 def kl_verdict(entry: dict[str, Any]) -> str:
