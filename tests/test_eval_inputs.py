@@ -83,3 +83,19 @@ def test_default_corpus_is_stable_english(tmp_path: Path) -> None:
     second = default_corpus(tmp_path)
     assert first.sha256 == second.sha256 and first.size > 100_000
     assert "the" in default_text().split()
+
+
+def test_clock_sample_line() -> None:
+    from evals.clocks import QUERY, ClockSampler, parse_sample
+
+    line = "2026/11/30 10:00:00.123, 0, 1980, 2619, 41, 121.50, 0x0000000000000000"
+    sample = parse_sample(line, "bench:stock:0")
+    assert sample is not None and sample["tag"] == "bench:stock:0"
+    assert sample["clocks.sm"] == 1980.0 and sample["power.draw"] == 121.5
+    assert sample["clocks_throttle_reasons.active"] == "0x0000000000000000"
+    assert parse_sample("[N/A], 0, [N/A], 1, 2, 3, x", "t")["clocks.sm"] == "[N/A]"  # type: ignore[index]
+    assert parse_sample("too, short", "t") is None
+    assert len(QUERY) == 7
+    with ClockSampler(enabled=False) as off:  # CPU evals do not start nvidia-smi
+        pass
+    assert off.record()["sampled"] is False and off.record()["samples"] == []
