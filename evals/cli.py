@@ -75,7 +75,7 @@ def default_result_path(ws: Workspace) -> Path:
 @click.option(
     "--ctx", "ctx_size", type=click.IntRange(8), default=512, show_default=True, help="Perplexity context (-c)."
 )
-@click.option("--chunks", type=click.IntRange(1), default=8, show_default=True, help="Perplexity chunks.")
+@click.option("--chunks", type=click.IntRange(1), default=4, show_default=True, help="Perplexity chunks.")
 @click.option("--tokens", type=click.IntRange(1), default=128, show_default=True, help="Tokens per greedy text.")
 @click.option(
     "--prompts",

@@ -29,8 +29,11 @@ def read_header(path: Path) -> dict[str, int]:
 
 
 def base_identity(stock_build: dict[str, Any], model_sha: str, corpus_sha: str, settings: dict[str, Any]) -> dict:
-    """What a base depends on: the stock build (commit, options, uncommitted edits), model, corpus, settings."""
-    return {
+    """What a base depends on: the stock build (commit, options, uncommitted edits), model, corpus, settings.
+
+    Passed through JSON so that it compares equal to the copy read back from a sidecar (tuples become lists).
+    """
+    identity = {
         "stock_head": stock_build["head"],
         "stock_edits_sha256": stock_build.get("uncommitted_edits_sha256", ""),
         "build_options": stock_build["options"],
@@ -38,6 +41,7 @@ def base_identity(stock_build: dict[str, Any], model_sha: str, corpus_sha: str, 
         "corpus_sha256": corpus_sha,
         "settings": settings,
     }
+    return json.loads(json.dumps(identity, sort_keys=True))
 
 
 def cache_path(cache: Path, identity: dict[str, Any]) -> Path:
