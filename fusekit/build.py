@@ -108,10 +108,12 @@ def _require_tools(options: BuildOptions) -> None:
             raise FusekitError(f"{tool} is not installed ({hint})")
     if not (os.environ.get("CXX") or shutil.which("c++") or shutil.which("g++") or shutil.which("clang++")):
         raise FusekitError("no C++ compiler found (apt-get install g++)")
-    if options.backend == "cuda" and not (
-        os.environ.get("CUDACXX") or shutil.which("nvcc") or Path("/usr/local/cuda/bin/nvcc").exists()
-    ):
-        raise FusekitError("--backend cuda needs nvcc (the CUDA toolkit); none found on PATH or in /usr/local/cuda")
+    if options.backend == "cuda":
+        cudacxx = os.environ.get("CUDACXX")
+        if cudacxx and not os.access(cudacxx, os.X_OK):
+            raise FusekitError(f"--backend cuda: CUDACXX={cudacxx} is not an executable nvcc")
+        if not (cudacxx or shutil.which("nvcc") or Path("/usr/local/cuda/bin/nvcc").exists()):
+            raise FusekitError("--backend cuda needs nvcc (the CUDA toolkit); none on PATH or in /usr/local/cuda")
 
 
 def ccache_environment(trees_root: Path) -> dict[str, str]:

@@ -6,6 +6,8 @@ import sys
 
 import click
 
+from evals.profile.cli import profile
+
 from . import __version__
 from .build import BACKENDS, BuildOptions, BuildResult, build_variant
 from .console import StepMeter, note, print_json, table
@@ -227,7 +229,13 @@ def pin_cmd() -> None:
     click.echo(f"default source: {pin.sdist.requirement} sdist, sha256 {pin.sdist.sha256}")
 
 
+main.add_command(profile)
+
 from evals.cli import eval_cmd, report_cmd  # noqa: E402
 
 main.add_command(eval_cmd)
 main.add_command(report_cmd)
+
+
+if __name__ == "__main__":
+    main()

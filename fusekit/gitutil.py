@@ -50,7 +50,7 @@ def tree_of_directory(repo_dir: Path, work_tree: Path) -> str:
     index = repo_dir / "fusekit-verify.index"
     env = {"GIT_INDEX_FILE": str(index), "GIT_WORK_TREE": str(work_tree)}
     try:
-        run_git(repo_dir, "add", "-A", ".", env=env)
+        run_git(repo_dir, "add", "-A", "-f", ".", env=env)
         return run_git(repo_dir, "write-tree", env=env)
     finally:
         index.unlink(missing_ok=True)

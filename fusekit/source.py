@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import re
 import shutil
 import subprocess
 import sys
@@ -58,7 +59,7 @@ def split_url_commit(source: str) -> tuple[str, str | None]:
         url, commit = source.rsplit("#", 1)
         return url, commit
     head, sep, tail = source.rpartition("@")
-    if sep and "/" not in tail and ":" not in tail and len(tail) >= 7 and head and not head.endswith("git"):
+    if sep and head and re.fullmatch(r"[0-9a-f]{7,40}", tail):
         return head, tail
     return source, None
 
@@ -168,7 +169,8 @@ def verify_files(scratch_repo: Path, folder: Path, pin: Pin) -> str:
     manifest_path = folder / SLIM_MANIFEST
     if not manifest_path.is_file():
         raise FusekitError(
-            f"{folder} is not llama.cpp {pin.short}: its files hash to tree {tree[:12]}, the pin says {pin.tree[:12]}"
+            f"{folder} is not llama.cpp {pin.short}: its files hash to tree {tree[:12]}, the pin says {pin.tree[:12]} "
+            "(changed files, or extra ones such as a build folder?)"
         )
     manifest = json.loads(manifest_path.read_text())
     if manifest.get("commit") != pin.commit:
@@ -190,7 +192,7 @@ def tree_of_directory_excluding(scratch_repo: Path, folder: Path, name: str) -> 
     index = scratch_repo / "fusekit-verify.index"
     env = {"GIT_INDEX_FILE": str(index), "GIT_WORK_TREE": str(folder)}
     try:
-        run_git(scratch_repo, "add", "-A", ".", env=env)
+        run_git(scratch_repo, "add", "-A", "-f", ".", env=env)
         run_git(scratch_repo, "rm", "-q", "--cached", "--ignore-unmatch", name, env=env)
         return run_git(scratch_repo, "write-tree", env=env)
     finally:

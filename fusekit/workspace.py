@@ -138,7 +138,7 @@ def _make_repository(obtained: Obtained, target: Path, commit: str) -> str:
     run_git(target.parent, "init", "-q", "--bare", str(target))
     index = target / "fusekit-import.index"
     env = {"GIT_INDEX_FILE": str(index), "GIT_WORK_TREE": str(obtained.path)}
-    run_git(target, "add", "-A", ".", env=env)
+    run_git(target, "add", "-A", "-f", ".", env=env)
     run_git(target, "rm", "-q", "--cached", "--ignore-unmatch", ".fusekit-slim.json", env=env)
     tree = run_git(target, "write-tree", env=env)
     index.unlink()

@@ -1,0 +1,170 @@
+"""``fusekit profile``: per-kernel breakdowns from Nsight Systems SQLite exports (a thin click command)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import click
+
+from evals.results import new_result, write_result
+from fusekit.errors import FusekitError
+from fusekit.stack import file_sha256
+
+from . import render, runner
+from .compare import Comparison, compare
+from .parse import Profile, read_profile
+from .plot import plot_categories
+from .record import record_variants
+
+NO_DEVICE = (
+    "cannot record traces here: {missing}; read an existing export instead with --from TRACE.sqlite "
+    "(or run on a GPU host with Nsight Systems)"
+)
+
+
+@click.command("profile")
+@click.option(
+    "--from",
+    "from_path",
+    type=click.Path(dir_okay=False, path_type=Path),
+    default=None,
+    help="Read this Nsight Systems SQLite export (.sqlite or .sqlite.gz) instead of recording.",
+)
+@click.option(
+    "--against",
+    type=click.Path(dir_okay=False, path_type=Path),
+    default=None,
+    help="Compare with this second export (B); --from is A. Shows what changed per kernel and category.",
+)
+@click.option(
+    "--tokens",
+    type=click.IntRange(min=1),
+    default=None,
+    help="Tokens decoded in the trace(s), for kernels and µs per token.",
+)
+@click.option(
+    "--model",
+    type=click.Path(dir_okay=False, exists=True, path_type=Path),
+    default=None,
+    help="GGUF model to decode when recording.",
+)
+@click.option(
+    "--decode", type=click.IntRange(min=1), default=16, show_default=True, help="Tokens to decode when recording."
+)
+@click.option(
+    "--prompt",
+    type=click.IntRange(min=0),
+    default=0,
+    show_default=True,
+    help="Context depth (prompt tokens) before the decode when recording.",
+)
+@click.option(
+    "--nsys",
+    "nsys_path",
+    default=None,
+    metavar="PATH",
+    help="The nsys executable (default: PATH, then the usual install folders).",
+)
+@click.option(
+    "--out",
+    type=click.Path(file_okay=False, path_type=Path),
+    default=None,
+    help="Folder for recorded traces (default: WORKSPACE/profiles).",
+)
+@click.option(
+    "--cuda-arch", default=None, metavar="SM", help="CUDA architecture for the builds (default: what the GPU reports)."
+)
+@click.option("--jobs", "-j", type=int, default=None, help="Parallel compile jobs for the builds.")
+@click.option(
+    "--top", type=click.IntRange(min=1), default=20, show_default=True, help="Kernels shown in the terminal table."
+)
+@click.option(
+    "--csv",
+    "csv_path",
+    type=click.Path(dir_okay=False, path_type=Path),
+    default=None,
+    help="Write per-kernel rows (or the comparison) as CSV.",
+)
+@click.option(
+    "--json",
+    "json_path",
+    type=click.Path(dir_okay=False, path_type=Path),
+    default=None,
+    help="Write a fusekit result file (kind 'profile').",
+)
+@click.option(
+    "--png",
+    "png_path",
+    type=click.Path(dir_okay=False, path_type=Path),
+    default=None,
+    help="Write a stacked bar of kernel time per category (needs matplotlib).",
+)
+@click.pass_context
+def profile(
+    ctx: click.Context, from_path: Path | None, against: Path | None, tokens: int | None, model: Path | None,
+    decode: int, prompt: int, nsys_path: str | None, out: Path | None, cuda_arch: str | None, jobs: int | None,
+    top: int, csv_path: Path | None, json_path: Path | None, png_path: Path | None,
+) -> None:  # fmt: skip
+    """Per-kernel breakdown of Nsight Systems traces: kernel statistics as `nsys stats` prints them,
+    time per category and per token, GPU busy share, and the difference between two traces.
+
+    \b
+    Without --from: build stock and the current variant for CUDA, record a decode of each with
+    nsys (-t cuda --cuda-graph-trace=node), then compare them (needs a GPU and nsys).
+      fusekit profile --model m.gguf --decode 32 --prompt 4096
+      fusekit profile --from stock.sqlite --against fused.sqlite --tokens 16
+      fusekit profile --from run.sqlite --csv kernels.csv --json out.json
+    """
+    variants: list[dict] = []
+    if from_path is None:
+        if against is not None:
+            raise FusekitError("--against needs --from (it compares two existing exports)")
+        if tokens is not None:
+            raise FusekitError("--tokens is for --from; when recording, --decode N sets the token count")
+        nsys = runner.find_nsys(nsys_path)
+        missing = [
+            what for what, ok in (("no NVIDIA GPU visible", runner.have_gpu()), ("no nsys found", nsys)) if not ok
+        ]
+        if missing:
+            raise FusekitError(NO_DEVICE.format(missing=" and ".join(missing)))
+        if model is None:
+            raise FusekitError("recording needs --model FILE.gguf")
+        assert nsys is not None
+        home = (ctx.find_root().obj or {}).get("home")
+        profiles, variants = record_variants(home, model, decode, prompt, nsys, out, cuda_arch, jobs)
+    else:
+        profiles = [read_profile(from_path, tokens, "--tokens")]
+        if against is not None:
+            profiles.append(read_profile(against, tokens, "--tokens"))
+    comparison = compare(profiles[0], profiles[1]) if len(profiles) == 2 else None
+    emit(profiles, comparison, top, csv_path, json_path, png_path, variants)
+
+
+def emit(
+    profiles: list[Profile], comparison: Comparison | None, top: int, csv_path: Path | None, json_path: Path | None,
+    png_path: Path | None, variants: list[dict],
+) -> None:  # fmt: skip
+    """Print the tables and write the files asked for."""
+    if comparison is None:
+        click.echo(render.profile_text(profiles[0], top))
+    else:
+        click.echo(render.comparison_text(comparison, top))
+    if csv_path:
+        if comparison is None:
+            render.write_kernel_csv(profiles[0], csv_path)
+        else:
+            render.write_comparison_csv(comparison, csv_path)
+        click.echo(f"wrote {csv_path}")
+    if png_path:
+        labels = ["A", "B"] if comparison else ["trace"]
+        labels = [v["name"] for v in variants] if variants else labels
+        click.echo(f"wrote {plot_categories(profiles, labels, png_path)}")
+    if json_path:
+        result = new_result("profile")
+        result["variants"] = variants
+        result["inputs"] = {"traces": [{"path": p.path, "sha256": file_sha256(Path(p.path))} for p in profiles]}
+        result["payload"] = {
+            "profiles": [p.to_dict() for p in profiles],
+            "comparison": comparison.to_dict() if comparison else None,
+        }
+        click.echo(f"wrote {write_result(result, json_path)}")

@@ -1,0 +1,24 @@
+#!/usr/bin/env bash
+# The README's main job on the embedded defaults: fetch and verify the pinned llama.cpp, put every
+# registered fusion on a variant, build stock and the variant (CPU here; CUDA where a GPU is visible),
+# then measure the variant against stock.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+backend=cpu
+if command -v nvidia-smi >/dev/null 2>&1 && nvidia-smi -L >/dev/null 2>&1; then backend=cuda; fi
+
+fusekit init
+fusions=$(fusekit list --json | python3 -c 'import json,sys; print(" ".join(f["name"] for f in json.load(sys.stdin)))')
+if [ -z "$fusions" ]; then
+  echo "main job: no fusions registered yet; using the example fusion from tests/data instead"
+  export FUSEKIT_DATA="$PWD/tests/data"
+  fusions=$(fusekit list --json | python3 -c 'import json,sys; print(" ".join(f["name"] for f in json.load(sys.stdin)))')
+fi
+fusekit reset
+# shellcheck disable=SC2086
+fusekit apply $fusions
+fusekit status
+fusekit build --backend "$backend"
+# The comparison: tok/s, perplexity, KL divergence and text identity of the variant against stock.
+fusekit eval --ppl --kl --backend "$backend"
