@@ -41,6 +41,12 @@ def speed_frame(result: dict[str, Any]) -> pd.DataFrame:
                 f"interval ±{100 * row['half_width']:.1f}% cannot resolve a {100 * RESOLVE:.0f}% change; "
                 f"about {row['rounds_for_1pct']} rounds would"
             )
+        spread = row.get("process_spread", 0.0)
+        if spread > max(2 * row["half_width"], 0.05):
+            notes.append(
+                f"per-process medians of one side differ by {100 * spread:.0f}%: the machine's speed drifted "
+                "between processes, the interval (over repetitions) may be too narrow"
+            )
         note = "; ".join(notes)
         rows.append(
             {

@@ -14,6 +14,8 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+
 from fusekit.build import BuildResult
 from fusekit.errors import FusekitError
 from fusekit.variants import Variant
@@ -109,9 +111,12 @@ def run_speed(sides: list[Side], model: Model, settings: EvalSettings, clocks: C
         clocks.tag = ""
         runs.append({"side": side.name, "round": rnd, "run": run.record(), "tests": parse_bench_json(run.stdout)})
     samples: dict[str, dict[str, list[float]]] = {}
+    per_process: dict[str, dict[str, list[float]]] = {}  # median t/s of each process, to see drift between them
     for run in runs:
         for test in run["tests"]:
             samples.setdefault(test["test"], {}).setdefault(run["side"], []).extend(test["samples_ts"])
+            median = float(np.median(test["samples_ts"]))
+            per_process.setdefault(test["test"], {}).setdefault(run["side"], []).append(median)
     stock = sides[0].name
     summary = []
     for test, per_side in samples.items():
@@ -127,9 +132,15 @@ def run_speed(sides: list[Side], model: Model, settings: EvalSettings, clocks: C
                     "resolves_1pct": est.resolves_one_percent,
                     "rounds": settings.rounds,
                     "rounds_for_1pct": rounds_needed(est, settings.rounds),
+                    "process_spread": max(_spread(per_process[test][name]) for name in (stock, side.name)),
                 }
             )
     return {"runs": runs, "samples_ts": samples, "summary": summary}
+
+
+def _spread(values: list[float]) -> float:
+    """max/min - 1 of a side's per-process medians: how far the machine drifted between processes."""
+    return max(values) / min(values) - 1 if len(values) > 1 and min(values) > 0 else 0.0
 
 
 def _perplexity_run(argv: list[str], what: str, corpus: Corpus) -> ToolRun:
