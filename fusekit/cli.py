@@ -239,6 +239,11 @@ from .synth.cli import model_group  # noqa: E402
 main.add_command(model_group)
 main.add_command(bundle_cmd)
 
+from evals.cli import eval_cmd, report_cmd  # noqa: E402
+
+main.add_command(eval_cmd)
+main.add_command(report_cmd)
+
 
 if __name__ == "__main__":
     main()

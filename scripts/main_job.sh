@@ -20,3 +20,5 @@ fusekit reset
 fusekit apply $fusions
 fusekit status
 fusekit build --backend "$backend"
+# The comparison: tok/s, perplexity, KL divergence and text identity of the variant against stock.
+fusekit eval --ppl --kl --backend "$backend"

@@ -1,0 +1,170 @@
+"""``fusekit eval`` and ``fusekit report``: thin click commands over evals.runner and evals.report."""
+
+from __future__ import annotations
+
+import datetime as _dt
+import sys
+from pathlib import Path
+
+import click
+
+from fusekit.build import BACKENDS, BuildOptions
+from fusekit.console import note
+from fusekit.errors import FusekitError
+from fusekit.paths import resolve_home
+from fusekit.registry import Registry
+from fusekit.stack import STOCK, Entry, resolve_spec
+from fusekit.variants import Variant, current_entries, materialize
+from fusekit.workspace import Workspace
+
+from .corpus import resolve_corpus
+from .llamabench import BenchSettings
+from .models import resolve_model
+from .perplexity import PplSettings
+from .report import render, render_many, speed_plot
+from .results import new_result, read_result, write_result
+from .runner import EvalSettings, Side, default_threads, run_eval
+from .textgen import DEFAULT_PROMPTS, TextSettings
+
+
+def spec_entries(spec: str, registry: Registry) -> list[Entry]:
+    """``stock``, a fusion, a patch file, or several joined with '+' (``fusion-1+fusion-5``)."""
+    if spec == STOCK:
+        return []
+    parts = [p for p in spec.split("+") if p]
+    if not parts:
+        raise FusekitError(f"empty variant {spec!r}")
+    return [resolve_spec(part, registry) for part in parts]
+
+
+def resolve_variants(ws: Workspace, specs: list[str], against: str, registry: Registry) -> list[Variant]:
+    """Baseline first, then each named variant (the current one when none is named)."""
+    baseline = materialize(ws, spec_entries(against, registry))
+    named = [materialize(ws, spec_entries(s, registry)) for s in specs] if specs else []
+    if not specs:
+        current = materialize(ws, current_entries(ws, registry))
+        if current.label == baseline.label:
+            note(f"the current variant is {current.label}: comparing it with itself (an A/A run shows the noise)")
+        named = [current]
+    labels = [v.label for v in named]
+    if len(set(labels)) != len(labels):
+        raise FusekitError(f"a variant is named twice: {', '.join(labels)}")
+    return [baseline, *named]
+
+
+def default_result_path(ws: Workspace) -> Path:
+    stamp = _dt.datetime.now(_dt.UTC).strftime("%Y%m%dT%H%M%SZ")
+    return ws.home / "results" / f"eval-{stamp}.json"
+
+
+@click.command("eval")
+@click.argument("specs", nargs=-1, metavar="[VARIANT...]")
+@click.option("--against", default=STOCK, show_default=True, help="Baseline variant the others are compared with.")
+@click.option("--model", type=click.Path(path_type=Path), default=None, help="GGUF model (default: SmolLM2-135M Q4_1).")
+@click.option("--corpus", type=click.Path(path_type=Path), default=None, help="Text for ppl/KL (default: pydoc).")
+@click.option("--ppl", is_flag=True, help="Add perplexity on the corpus.")
+@click.option("--kl", is_flag=True, help="Add KL divergence of each variant's token distributions from the baseline.")
+@click.option("--kl-base", type=click.Path(path_type=Path), default=None, help="Use this stock KL base (checked).")
+@click.option("--speed/--no-speed", default=True, show_default=True, help="Measure tok/s with llama-bench.")
+@click.option("--text/--no-text", default=True, show_default=True, help="Compare greedy generations byte for byte.")
+@click.option("--rounds", type=click.IntRange(1), default=2, show_default=True, help="Interleaved llama-bench rounds.")
+@click.option("-r", "--repetitions", type=click.IntRange(1), default=3, show_default=True, help="llama-bench -r.")
+@click.option("-p", "n_prompt", default="512", show_default=True, help="llama-bench -p (comma list).")
+@click.option("-n", "n_gen", default="128", show_default=True, help="llama-bench -n (comma list).")
+@click.option("-d", "n_depth", default="0", show_default=True, help="llama-bench -d (comma list).")
+@click.option(
+    "--ctx", "ctx_size", type=click.IntRange(8), default=512, show_default=True, help="Perplexity context (-c)."
+)
+@click.option("--chunks", type=click.IntRange(1), default=4, show_default=True, help="Perplexity chunks.")
+@click.option("--tokens", type=click.IntRange(1), default=128, show_default=True, help="Tokens per greedy text.")
+@click.option(
+    "--prompts",
+    type=click.IntRange(1, len(DEFAULT_PROMPTS)),
+    default=len(DEFAULT_PROMPTS),
+    show_default=True,
+    help="How many of the fixed prompts.",
+)
+@click.option("--threads", "-t", type=click.IntRange(1), default=None, help="Threads (default: the core count).")
+@click.option("--backend", type=click.Choice(BACKENDS), default="cpu", show_default=True, help="Build backend.")
+@click.option("--cuda-arch", default=None, metavar="SM", help="CUDA architecture for --backend cuda.")
+@click.option("--jobs", "-j", type=int, default=None, help="Parallel compile jobs for builds that are not up to date.")
+@click.option("--json", "json_path", type=click.Path(path_type=Path), default=None, help="Write the result here.")
+@click.pass_context
+def eval_cmd(ctx: click.Context, specs: tuple[str, ...], **opts) -> None:
+    """Measure variants against stock: tok/s, text identity, and with --ppl/--kl perplexity and KL divergence.
+
+    \b
+    VARIANT is stock, a fusion name or alias, a patch file, or several joined
+    with '+' (fusion-1+fusion-5). Without VARIANT: the current variant.
+    """
+    ws = Workspace(resolve_home(ctx.obj["home"]))
+    result, path = evaluate(ws, list(specs), opts)
+    click.echo(render(result, str(path)))
+    note(f"result written to {path}")
+
+
+def evaluate(ws: Workspace, specs: list[str], opts: dict) -> tuple[dict, Path]:
+    """Resolve and build the variants, run the checks, write the result; return it and its path."""
+    ws.require_init()
+    threads = opts["threads"] or default_threads()
+    gpu_layers = 99 if opts["backend"] == "cuda" else 0
+    settings = EvalSettings(
+        speed=opts["speed"],
+        text=opts["text"],
+        ppl=opts["ppl"],
+        kl=opts["kl"],
+        rounds=opts["rounds"],
+        backend=opts["backend"],
+        bench=BenchSettings(opts["n_prompt"], opts["n_gen"], opts["n_depth"], opts["repetitions"], threads, gpu_layers),
+        perplexity=PplSettings(opts["ctx_size"], opts["chunks"], min(opts["ctx_size"], 2048), threads, gpu_layers),
+        textgen=TextSettings(opts["tokens"], opts["prompts"], max(512, opts["tokens"] + 64), threads, gpu_layers),
+    )
+    model = resolve_model(opts["model"], ws.cache, note)
+    needs_corpus = settings.ppl or settings.kl
+    corpus = resolve_corpus(opts["corpus"], ws.cache) if needs_corpus else None
+    if opts["kl_base"] is not None and not settings.kl:
+        raise FusekitError("--kl-base needs --kl")
+    from fusekit.cli import build_one  # here, not at the top: fusekit.cli registers these commands
+
+    registry = Registry.load()
+    options = BuildOptions(backend=opts["backend"], cuda_arch=opts["cuda_arch"])
+    with ws.lock():
+        variants = resolve_variants(ws, specs, opts["against"], registry)
+        builds = {v.label: build_one(ws, v, options, opts["jobs"]) for v in variants}
+        sides = [Side(variants[0], builds[variants[0].label])]
+        for v in variants[1:]:
+            sides.append(Side(v, builds[v.label], f"{v.label}-again" if v.label == variants[0].label else ""))
+        for side in sides[1:]:
+            if side.describe(settings.backend)["touches_only_uncompiled_backends"]:
+                note(f"{side.name} patches only backends a {settings.backend} build does not compile: identical code")
+        result = new_result("eval", command=["fusekit", *sys.argv[1:]])
+        result["variants"] = [side.describe(settings.backend) for side in sides]
+        result["inputs"] = {"model": model.describe(), "corpus": corpus.describe() if corpus else None}
+        kl_base = opts["kl_base"].expanduser().resolve() if opts["kl_base"] else None
+        result["payload"] = run_eval(sides, model, corpus, settings, ws.cache, kl_base, note)
+    result["finished"] = _dt.datetime.now(_dt.UTC).isoformat(timespec="seconds")
+    path = write_result(result, opts["json_path"] or default_result_path(ws))
+    return result, path
+
+
+@click.command("report")
+@click.argument("files", nargs=-1, required=True, type=click.Path(path_type=Path))
+@click.option("--output", "-o", type=click.Path(path_type=Path), default=None, help="Write the Markdown here.")
+@click.option("--plot", type=click.Path(path_type=Path), default=None, help="PNG of tok/s ratios (needs matplotlib).")
+def report_cmd(files: tuple[Path, ...], output: Path | None, plot: Path | None) -> None:
+    """Markdown tables from eval result files (runs nothing)."""
+    results = []
+    for path in files:
+        data = read_result(path)
+        if data["kind"] != "eval":
+            raise FusekitError(f"{path} is a {data['kind']} result, not an eval result")
+        results.append((str(path), data))
+    text = render_many(results)
+    if output:
+        output.write_text(text)
+        note(f"report written to {output}")
+    else:
+        click.echo(text, nl=False)
+    if plot:
+        made = speed_plot(results, plot)
+        note(f"plot written to {made}" if made else "no plot: matplotlib is not installed or no speed results")

@@ -1,0 +1,234 @@
+"""Markdown tables (and an optional PNG) made from eval result files; nothing here runs a measurement."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from .stats import RESOLVE
+
+FEW_SAMPLES = 5
+KL_HEADLINE = ("Mean KLD", "99.0% KLD", "Maximum KLD", "RMS Δp", "Same top p")
+
+
+def markdown_table(frame: pd.DataFrame) -> str:
+    """A GitHub-flavoured Markdown table of ``frame`` (cells as given, ``|`` escaped)."""
+    headers = [str(c) for c in frame.columns]
+    rows = [[str(v).replace("|", "\\|").replace("\n", "\\n") for v in row] for row in frame.itertuples(index=False)]
+    lines = ["| " + " | ".join(headers) + " |", "|" + "|".join("---" for _ in headers) + "|"]
+    lines += ["| " + " | ".join(row) + " |" for row in rows]
+    return "\n".join(lines)
+
+
+def _fmt(value: float | None, digits: int = 4) -> str:
+    return "n/a" if value is None else f"{value:.{digits}f}"
+
+
+def _sides(result: dict[str, Any]) -> list[str]:
+    return [v["name"] for v in result["variants"]]
+
+
+def speed_frame(result: dict[str, Any]) -> pd.DataFrame:
+    rows = []
+    for row in result["payload"].get("speed", {}).get("summary", []):
+        notes = []
+        if min(row["n_stock"], row["n_variant"]) < FEW_SAMPLES:
+            notes.append(f"fewer than {FEW_SAMPLES} samples a side: the interval is rough")
+        if not row["resolves_1pct"]:
+            notes.append(
+                f"interval ±{100 * row['half_width']:.1f}% cannot resolve a {100 * RESOLVE:.0f}% change; "
+                f"about {row['rounds_for_1pct']} rounds would"
+            )
+        spread = row.get("process_spread", 0.0)
+        if spread > max(2 * row["half_width"], 0.05):
+            notes.append(
+                f"per-process medians of one side differ by {100 * spread:.0f}%: the machine's speed drifted "
+                "between processes, the interval (over repetitions) may be too narrow"
+            )
+        note = "; ".join(notes)
+        rows.append(
+            {
+                "test": row["test"],
+                "variant": row["variant"],
+                "stock t/s": _fmt(row["stock_median"], 2),
+                "variant t/s": _fmt(row["variant_median"], 2),
+                "ratio": _fmt(row["ratio"]),
+                "95% CI": f"[{_fmt(row['low'])}, {_fmt(row['high'])}]",
+                "samples": f"{row['n_stock']}+{row['n_variant']}",
+                "verdict": row["verdict"],
+                "note": note,
+            }
+        )
+    return pd.DataFrame(rows)
+
+
+def ppl_frame(result: dict[str, Any]) -> pd.DataFrame:
+    ppl = result["payload"].get("quality", {}).get("ppl", {})
+    if not ppl:
+        return pd.DataFrame()
+    sides = _sides(result)
+    stock = ppl[sides[0]]
+    rows = []
+    for name in sides:
+        entry = ppl[name]
+        if name == sides[0]:
+            verdict, delta = "baseline", ""
+        else:
+            same = entry["ppl"] == stock["ppl"] and entry["running_ppl"] == stock["running_ppl"]
+            verdict = "identical" if same else "different"
+            delta = _fmt(None if entry["ppl"] is None or stock["ppl"] is None else entry["ppl"] - stock["ppl"])
+        rows.append(
+            {
+                "side": name,
+                "PPL": _fmt(entry["ppl"]),
+                "±": _fmt(entry["ppl_error"], 5),
+                "Δ vs stock": delta,
+                "verdict": verdict,
+            }
+        )
+    return pd.DataFrame(rows)
+
+
+def _stat_text(stat: dict[str, Any] | None) -> str:
+    """The statistic exactly as llama-perplexity printed it (its own rounding), without the name."""
+    if stat is None:
+        return "n/a"
+    return " ".join(stat["text"].split(":", 1)[1].split())
+
+
+def kl_verdict(entry: dict[str, Any]) -> str:
+    stats = entry["statistics"]
+    if entry["logprobs_identical"]:
+        return "identical (log-probs byte for byte)"
+    top = stats.get("Same top p", {}).get("value")
+    mean = stats.get("Mean KLD", {}).get("value")
+    return f"different (mean KLD {_fmt(mean, 6)}, same top p {_fmt(top, 3)} %)"
+
+
+def kl_frame(result: dict[str, Any]) -> pd.DataFrame:
+    kl = result["payload"].get("quality", {}).get("kl", {})
+    rows = []
+    for name, entry in kl.items():
+        row = {"variant": name}
+        row.update({key: _stat_text(entry["statistics"].get(key)) for key in KL_HEADLINE})
+        row["verdict"] = kl_verdict(entry)
+        rows.append(row)
+    return pd.DataFrame(rows)
+
+
+def kl_full_frame(result: dict[str, Any]) -> pd.DataFrame:
+    """Every statistic llama-perplexity printed, one row each, one column per variant."""
+    kl = result["payload"].get("quality", {}).get("kl", {})
+    if not kl:
+        return pd.DataFrame()
+    names: list[str] = []
+    for entry in kl.values():
+        names += [n for n in entry["statistics"] if n not in names]
+    return pd.DataFrame(
+        [{"statistic": n, **{v: _stat_text(e["statistics"].get(n)) for v, e in kl.items()}} for n in names]
+    )
+
+
+def text_frame(result: dict[str, Any]) -> pd.DataFrame:
+    text = result["payload"].get("text")
+    if not text:
+        return pd.DataFrame()
+    rows = []
+    for name, comparisons in text["comparisons"].items():
+        for index, comp in enumerate(comparisons):
+            if comp["identical"]:
+                rows.append({"variant": name, "prompt": index + 1, "verdict": "identical", "first difference": ""})
+                continue
+            where = (
+                f"byte {comp['first_difference']}: …{comp['context_before']!r} then "
+                f"stock {comp['stock_after']!r} / variant {comp['variant_after']!r}"
+            )
+            rows.append({"variant": name, "prompt": index + 1, "verdict": "different", "first difference": where})
+    return pd.DataFrame(rows)
+
+
+def _header(result: dict[str, Any], path: str | None) -> list[str]:
+    payload = result["payload"]
+    machine = result["machine"]
+    gpus = ", ".join(f"{g.get('name')} (driver {g.get('driver_version')})" for g in machine.get("gpus", [])) or "none"
+    lines = [
+        f"## Eval {result['created']}" + (f" ({path})" if path else ""),
+        "",
+        f"- fusekit {result['fusekit_version']}, llama.cpp {result['llama_cpp']['commit'][:10]}, "
+        f"backend {payload['settings']['backend']}",
+        f"- machine: {machine['cpu']} ({machine['cores']} cores), GPUs: {gpus}",
+        f"- model: {Path(result['inputs']['model']['path']).name} (sha256 {result['inputs']['model']['sha256'][:12]})",
+    ]
+    corpus = result["inputs"].get("corpus")
+    if corpus:
+        lines.append(f"- corpus: {Path(corpus['path']).name} (sha256 {corpus['sha256'][:12]}, {corpus['bytes']} bytes)")
+    for v in result["variants"]:
+        hashes = ", ".join(f"{e['name']} {e['sha256'][:12]}" for e in v["entries"]) or "no patches"
+        lines.append(f"- {v['name']}: {hashes}; build {v['build']['build_commit']}")
+        if v.get("touches_only_uncompiled_backends"):
+            lines.append(
+                f"  - note: {v['name']} patches only backends this {payload['settings']['backend']} build does not "
+                "compile; the comparison runs identical code"
+            )
+    timings = payload.get("timings", {})
+    lines.append("- wall time: " + ", ".join(f"{k.removesuffix('_s')} {v:.1f}s" for k, v in timings.items()))
+    return lines
+
+
+def render(result: dict[str, Any], path: str | None = None) -> str:
+    """The Markdown of one eval result: a header and one table per check."""
+    out = _header(result, path)
+    sections = [
+        ("Perplexity", ppl_frame(result)),
+        ("KL divergence against stock", kl_frame(result)),
+        ("KL divergence: every statistic", kl_full_frame(result)),
+        ("Text identity (greedy)", text_frame(result)),
+        ("Speed (llama-bench, median tokens/s)", speed_frame(result)),
+    ]
+    for title, frame in sections:
+        if frame.empty:
+            continue
+        out += ["", f"### {title}", "", markdown_table(frame)]
+    if "speed" in result["payload"]:
+        rounds = result["payload"]["settings"]["rounds"]
+        reps = result["payload"]["settings"]["bench"]["repetitions"]
+        out += [
+            "",
+            f"Speed: {rounds} rounds interleaved (stock and variants alternate), {reps} repetitions per process; "
+            "ratio = variant/stock of medians, 95% percentile-bootstrap interval; same = interval contains 1.0.",
+        ]
+    return "\n".join(out) + "\n"
+
+
+def speed_plot(results: list[tuple[str, dict[str, Any]]], target: Path) -> Path | None:
+    """A PNG of every tok/s ratio with its interval; None when matplotlib is not installed."""
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        return None
+    rows = []
+    for name, result in results:
+        for row in result["payload"].get("speed", {}).get("summary", []):
+            rows.append((f"{Path(name).stem}: {row['variant']} {row['test']}", row["ratio"], row["low"], row["high"]))
+    if not rows:
+        return None
+    fig, ax = plt.subplots(figsize=(8, 0.45 * len(rows) + 1.2))
+    for i, (_, ratio, low, high) in enumerate(rows):
+        ax.errorbar([ratio], [i], xerr=[[ratio - low], [high - ratio]], fmt="o", capsize=4, color="black")
+    ax.axvline(1.0, color="grey", linestyle="--", linewidth=1)
+    ax.set_yticks(range(len(rows)), [r[0] for r in rows])
+    ax.set_xlabel("variant / stock, median tokens/s (95% bootstrap CI)")
+    fig.tight_layout()
+    target.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(target, dpi=120)
+    plt.close(fig)
+    return target
+
+
+def render_many(results: list[tuple[str, dict[str, Any]]]) -> str:
+    return "# fusekit report\n\n" + "\n".join(render(result, name) for name, result in results)

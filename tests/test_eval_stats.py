@@ -1,0 +1,54 @@
+"""Pure unit tests: the ratio interval, verdicts and rounds needed."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from evals.stats import RatioEstimate, ratio_estimate, rounds_needed
+
+
+def test_clearly_faster_variant_is_faster() -> None:
+    rng = np.random.default_rng(1)
+    stock = list(100 + rng.normal(0, 0.5, 20))
+    variant = list(110 + rng.normal(0, 0.5, 20))
+    est = ratio_estimate(stock, variant)
+    assert est.verdict == "faster"
+    assert est.low > 1.0 and est.low <= est.ratio <= est.high
+    assert math.isclose(est.ratio, np.median(variant) / np.median(stock))
+
+
+def test_clearly_slower_variant_is_slower() -> None:
+    rng = np.random.default_rng(2)
+    est = ratio_estimate(list(100 + rng.normal(0, 0.5, 20)), list(90 + rng.normal(0, 0.5, 20)))
+    assert est.verdict == "slower" and est.high < 1.0
+
+
+def test_same_distribution_gives_same() -> None:
+    rng = np.random.default_rng(3)
+    est = ratio_estimate(list(100 + rng.normal(0, 2, 30)), list(100 + rng.normal(0, 2, 30)))
+    assert est.verdict == "same" and est.low <= 1.0 <= est.high
+
+
+def test_identical_constant_samples_give_a_point_interval() -> None:
+    est = ratio_estimate([50.0] * 4, [50.0] * 4)
+    assert (est.low, est.ratio, est.high, est.verdict) == (1.0, 1.0, 1.0, "same")
+
+
+def test_single_samples_have_no_interval() -> None:
+    est = ratio_estimate([50.0], [51.0])
+    assert est.verdict == "unknown"
+
+
+def test_interval_is_reproducible() -> None:
+    stock, variant = [100.0, 101.0, 99.0, 100.5], [102.0, 101.5, 103.0, 100.0]
+    assert ratio_estimate(stock, variant) == ratio_estimate(stock, variant)
+
+
+def test_rounds_needed_scales_with_the_square_of_the_width() -> None:
+    est = RatioEstimate(100, 100, 1.0, 0.96, 1.04, 8, 8)  # ±4%
+    assert not est.resolves_one_percent
+    assert rounds_needed(est, 4) == 64  # (4% / 1%)^2 x 4 rounds
+    tight = RatioEstimate(100, 100, 1.0, 0.995, 1.005, 8, 8)
+    assert tight.resolves_one_percent and rounds_needed(tight, 4) == 4
