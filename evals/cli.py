@@ -17,6 +17,7 @@ from fusekit.stack import STOCK, Entry, resolve_spec
 from fusekit.variants import Variant, current_entries, materialize
 from fusekit.workspace import Workspace
 
+from .arms import arm_name, split_arm
 from .corpus import resolve_corpus
 from .llamabench import BenchSettings
 from .models import resolve_model
@@ -37,19 +38,27 @@ def spec_entries(spec: str, registry: Registry) -> list[Entry]:
     return [resolve_spec(part, registry) for part in parts]
 
 
-def resolve_variants(ws: Workspace, specs: list[str], against: str, registry: Registry) -> list[Variant]:
-    """Baseline first, then each named variant (the current one when none is named)."""
-    baseline = materialize(ws, spec_entries(against, registry))
-    named = [materialize(ws, spec_entries(s, registry)) for s in specs] if specs else []
+def resolve_variants(
+    ws: Workspace, specs: list[str], against: str, registry: Registry
+) -> list[tuple[Variant, tuple[tuple[str, str], ...]]]:
+    """Baseline first, then each named variant or arm (the current variant when none is named)."""
+    base_spec, base_env = split_arm(against)
+    if base_env:
+        raise FusekitError(f"--against {against}: the baseline runs without extra environment; name arms as variants")
+    baseline = materialize(ws, spec_entries(base_spec, registry))
+    named = []
+    for spec in specs:
+        variant_spec, env = split_arm(spec)
+        named.append((materialize(ws, spec_entries(variant_spec, registry)), env))
     if not specs:
         current = materialize(ws, current_entries(ws, registry))
         if current.label == baseline.label:
             note(f"the current variant is {current.label}: comparing it with itself (an A/A run shows the noise)")
-        named = [current]
-    labels = [v.label for v in named]
-    if len(set(labels)) != len(labels):
-        raise FusekitError(f"a variant is named twice: {', '.join(labels)}")
-    return [baseline, *named]
+        named = [(current, ())]
+    names = [arm_name(v.label, env) for v, env in named]
+    if len(set(names)) != len(names):
+        raise FusekitError(f"a variant is named twice: {', '.join(names)}")
+    return [(baseline, ()), *named]
 
 
 def default_result_path(ws: Workspace) -> Path:
@@ -96,6 +105,8 @@ def eval_cmd(ctx: click.Context, specs: tuple[str, ...], **opts) -> None:
     \b
     VARIANT is stock, a fusion name or alias, a patch file, or several joined
     with '+' (fusion-1+fusion-5). Without VARIANT: the current variant.
+    An arm runs a variant with extra environment variables, e.g.
+    stock@GGML_CUDA_DISABLE_FUSION=1 (ggml's own CUDA fusions off).
     """
     ws = Workspace(resolve_home(ctx.obj["home"]))
     result, path = evaluate(ws, list(specs), opts)
@@ -129,11 +140,16 @@ def evaluate(ws: Workspace, specs: list[str], opts: dict) -> tuple[dict, Path]:
     registry = Registry.load()
     options = BuildOptions(backend=opts["backend"], cuda_arch=opts["cuda_arch"])
     with ws.lock():
-        variants = resolve_variants(ws, specs, opts["against"], registry)
-        builds = {v.label: build_one(ws, v, options, opts["jobs"]) for v in variants}
-        sides = [Side(variants[0], builds[variants[0].label])]
-        for v in variants[1:]:
-            sides.append(Side(v, builds[v.label], f"{v.label}-again" if v.label == variants[0].label else ""))
+        arms = resolve_variants(ws, specs, opts["against"], registry)
+        builds = {}
+        for v, _ in arms:
+            if v.label not in builds:
+                builds[v.label] = build_one(ws, v, options, opts["jobs"])
+        baseline = arms[0][0]
+        sides = [Side(baseline, builds[baseline.label])]
+        for v, env in arms[1:]:
+            again = v.label == baseline.label and not env
+            sides.append(Side(v, builds[v.label], f"{v.label}-again" if again else "", env))
         for side in sides[1:]:
             if side.describe(settings.backend)["touches_only_uncompiled_backends"]:
                 note(f"{side.name} patches only backends a {settings.backend} build does not compile: identical code")

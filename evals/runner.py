@@ -21,6 +21,7 @@ from fusekit.errors import FusekitError
 from fusekit.variants import Variant
 
 from . import klbase
+from .arms import arm_name, with_env
 from .clocks import ClockSampler
 from .corpus import Corpus
 from .coverage import uncompiled_only, variant_paths
@@ -66,13 +67,18 @@ class Side:
     variant: Variant
     build: BuildResult
     alias: str = ""  # a second name when the baseline is compared with itself (an A/A run)
+    env: tuple[tuple[str, str], ...] = ()  # an arm's extra environment (evals.arms)
 
     @property
     def name(self) -> str:
-        return self.alias or self.variant.label
+        return self.alias or arm_name(self.variant.label, self.env)
 
     def tool(self, name: str) -> Path:
         return self.build.tool(name)
+
+    def command(self, argv: list[str]) -> list[str]:
+        """``argv`` run with this side's environment."""
+        return with_env(argv, self.env)
 
     def describe(self, backend: str) -> dict[str, Any]:
         paths = variant_paths(list(self.variant.entries))
@@ -80,6 +86,7 @@ class Side:
             **self.variant.describe(),
             "name": self.name,
             "variant": self.variant.label,
+            "env": dict(self.env),
             "build": {**self.build.record, "build_dir": str(self.build.build_dir)},
             "touched_paths": sorted(paths),
             "touches_only_uncompiled_backends": uncompiled_only(paths, backend),
@@ -107,7 +114,7 @@ def run_speed(sides: list[Side], model: Model, settings: EvalSettings, clocks: C
         progress(f"tok/s: run {index}/{len(plan)} ({side.name}, round {rnd + 1})")
         clocks.tag = f"bench:{side.name}:{rnd}"
         cmd = bench_command(side.tool("llama-bench"), model.path, settings.bench)
-        run = run_tool(cmd, f"llama-bench ({side.name})")
+        run = run_tool(side.command(cmd), f"llama-bench ({side.name})")
         clocks.tag = ""
         runs.append({"side": side.name, "round": rnd, "run": run.record(), "tests": parse_bench_json(run.stdout)})
     samples: dict[str, dict[str, list[float]]] = {}
@@ -206,7 +213,7 @@ def run_quality(
         for side in sides:
             progress(f"perplexity: {side.name}")
             cmd = ppl_command(side.tool("llama-perplexity"), model.path, corpus.path, ppl_settings, None)
-            run = _perplexity_run(cmd, f"llama-perplexity ({side.name})", corpus)
+            run = _perplexity_run(side.command(cmd), f"llama-perplexity ({side.name})", corpus)
             final = _parsed(parse_final_estimate, run, f"llama-perplexity ({side.name})")
             out["ppl"][side.name] = {**final, **_outputs(run)}
         return out
@@ -217,13 +224,14 @@ def run_quality(
         progress(f"KL: {side.name} log-probs")
         own = scratch / f"{side.name}.kld"
         cmd = ppl_command(side.tool("llama-perplexity"), model.path, corpus.path, ppl_settings, own)
-        run = _perplexity_run(cmd, f"llama-perplexity ({side.name})", corpus)
+        run = _perplexity_run(side.command(cmd), f"llama-perplexity ({side.name})", corpus)
         final = _parsed(parse_final_estimate, run, f"llama-perplexity ({side.name})")
         out["ppl"][side.name] = {**final, **_outputs(run), "from": "own log-probs run"}
         own_sha = sha256_of(own)
         own.unlink()
         progress(f"KL: {side.name} against stock")
-        kld_run = run_tool(kld_command(side.tool("llama-perplexity"), model.path, base, ppl_settings), "KL divergence")
+        kld_cmd = side.command(kld_command(side.tool("llama-perplexity"), model.path, base, ppl_settings))
+        kld_run = run_tool(kld_cmd, "KL divergence")
         stats = _parsed(parse_kld_statistics, kld_run, f"llama-perplexity --kl-divergence ({side.name})")
         out["kl"][side.name] = {
             "statistics": stats,
@@ -244,7 +252,7 @@ def run_text(sides: list[Side], model: Model, settings: TextSettings, progress: 
         progress(f"text: prompt {index}/{len(prompts)}")
         for side in sides:
             cmd = completion_command(side.tool("llama-completion"), model.path, prompt, settings)
-            run = run_tool(cmd, f"llama-completion ({side.name})")
+            run = run_tool(side.command(cmd), f"llama-completion ({side.name})")
             data = run.stdout.encode()
             raw[side.name].append(data)
             texts[side.name].append(run.stdout)

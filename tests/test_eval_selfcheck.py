@@ -7,7 +7,6 @@ two cores; the no-op variant is stock plus a comment-only patch, i.e. identical 
 from __future__ import annotations
 
 import json
-import shutil
 from pathlib import Path
 from typing import Any
 
@@ -16,7 +15,6 @@ from click.testing import CliRunner
 
 from evals import klbase
 from evals.cli import evaluate
-from evals.models import DEFAULT_WHEEL
 from evals.report import render
 from fusekit.build import BuildResult
 from fusekit.cli import main
@@ -57,11 +55,7 @@ SMALL_ARGS = ["--ctx", "256", "--chunks", "4", "--tokens", "48", "--prompts", "3
 
 @pytest.fixture(scope="module")
 def eval_home(pinned_home: Path, stock_build: BuildResult) -> Path:
-    """The shared test workspace with the default model's wheel in its cache when a local copy exists."""
-    local = Path("/tmp/dl/smol") / DEFAULT_WHEEL
-    target = pinned_home / "cache" / DEFAULT_WHEEL
-    if local.is_file() and not target.exists():
-        shutil.copyfile(local, target)
+    """The shared test workspace (the default model is fetched into its cache on first use)."""
     return pinned_home
 
 
