@@ -1,0 +1,84 @@
+#!/usr/bin/env bash
+# The stock baseline session on the H200, in steps that each fit one 10-minute device command.
+# Builds and models come from scripts/gpu_batch.sh (setup, build, synth); this script adds the
+# measurements of issues 4, 5 and 6 and packs everything for the trip back:
+#
+#   scripts/h200_baseline.sh B start      # gpu_batch setup + detached stock build + both models, then poll
+#   scripts/h200_baseline.sh B fixtures   # nsys fixtures of a 16-token decode of the tiny qwen35moe model
+#   scripts/h200_baseline.sh B mulmat     # the stock mul_mat sweep + test-backend-ops cross-check
+#   scripts/h200_baseline.sh B bench      # stock vs stock@GGML_CUDA_DISABLE_FUSION=1 on the 35B model
+#   scripts/h200_baseline.sh B profiles   # decode and prompt traces of the 35B model, both arms
+#   scripts/h200_baseline.sh B pack OUT   # tar the batch folder's results (not the models) into OUT
+#
+# Environment as gpu_batch.sh (FUSEKIT_HOME, MODELS, BUNDLE); never changes clocks or power settings.
+set -euo pipefail
+B=${1:?batch folder}; STEP=${2:?step}
+REPO=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+export FUSEKIT_HOME=${FUSEKIT_HOME:-/tmp/fusekit-gpu} MODELS=${MODELS:-/tmp/fusekit-models}
+BIG=$MODELS/qwen3.6-35b-a3b.gguf
+TINY=$MODELS/qwen35moe-tiny.gguf
+mkdir -p "$B/results" "$B/logs"
+fusekit() { python3 -c 'import sys; from fusekit.cli import main; sys.argv[0] = "fusekit"; main()' "$@"; }
+use_site() {
+  export PYTHONPATH="$REPO:$FUSEKIT_HOME/site${PYTHONPATH:+:$PYTHONPATH}"
+  FUSEKIT_NSYS_LIBS=$(dirname "$(find "$FUSEKIT_HOME/nsys-debs" -name 'libdw.so.1' | head -n 1)")
+  export FUSEKIT_NSYS_LIBS
+}
+stock_bin() { ls -d "$FUSEKIT_HOME"/trees/stock/build-cuda*/bin | head -n 1; }
+smi() { nvidia-smi --query-gpu=clocks.sm,clocks.mem,temperature.gpu,power.draw --format=csv,noheader >>"$B/results/clocks-$1.csv" 2>&1 || true; }
+
+case "$STEP" in
+  start)
+    "$REPO/scripts/gpu_batch.sh" "$B" setup
+    POLL_SECONDS=0 "$REPO/scripts/gpu_batch.sh" "$B" build || [ $? = 3 ]
+    use_site
+    "$REPO/scripts/gpu_batch.sh" "$B" synth
+    fusekit model synth --preset qwen3.6-35b-a3b --layers 4 --vocab 8192 --experts 16 --experts-used 4 \
+      -o "$TINY" --json "$B/results/model-tiny.json" 2>&1 | tail -n 3
+    POLL_SECONDS=${POLL_SECONDS:-420} "$REPO/scripts/gpu_batch.sh" "$B" build
+    ;;
+  fixtures)
+    use_site
+    smi fixtures
+    TOKENS=16 "$REPO/scripts/nsys_fixture.sh" "$TINY" "$B/nsys" "stock=$(stock_bin)" 2>&1 | tail -n 12
+    smi fixtures
+    ;;
+  mulmat)
+    use_site
+    "$REPO/scripts/h200_mulmat_sweep.sh" "$(stock_bin)" "$B/mulmat" 2>&1 | tail -n 30
+    ;;
+  bench)
+    use_site
+    fusekit eval "stock@GGML_CUDA_DISABLE_FUSION=1" --against stock --model "$BIG" --backend cuda --cuda-arch 90 \
+      -p 512,4096 -n 128 --rounds ${ROUNDS:-3} -r ${REPS:-5} --no-text --ppl --kl --chunks 4 \
+      --json "$B/results/baseline-eval.json" 2>&1 | tee "$B/logs/baseline-eval.log" | tail -n 40
+    ;;
+  profiles)
+    use_site
+    smi profiles
+    fusekit profile --model "$BIG" --decode 16 --out "$B/traces/decode" --json "$B/results/profile-decode16-stock.json" \
+      --csv "$B/results/profile-decode16-stock.csv" 2>&1 | tail -n 30
+    GGML_CUDA_DISABLE_FUSION=1 fusekit profile --model "$BIG" --decode 16 --out "$B/traces/decode-nofusion" \
+      --json "$B/results/profile-decode16-nofusion.json" 2>&1 | tail -n 5
+    NSYS=$(python3 -c 'from evals.profile.runner import find_nsys; print(find_nsys(None))')
+    python3 - "$NSYS" "$(stock_bin)" "$BIG" "$B/traces/prompt" <<'PY'
+import sys
+from pathlib import Path
+from evals.profile import runner
+nsys, bin_dir, model, out = sys.argv[1:]
+argv = [f"{bin_dir}/llama-bench", "-m", model, "-p", "4096", "-n", "0", "-r", "1", "-ngl", "99", "--no-warmup"]
+print(runner.trace(Path(nsys), Path(out) / "stock-prompt4096", argv))
+PY
+    fusekit profile --from "$B/traces/prompt/stock-prompt4096.sqlite" --json "$B/results/profile-prompt4096-stock.json" \
+      --csv "$B/results/profile-prompt4096-stock.csv" 2>&1 | tail -n 25
+    fusekit profile --from "$B/traces/decode/stock.sqlite" --against "$B/traces/decode-nofusion/stock.sqlite" \
+      --tokens 16 --json "$B/results/profile-decode16-stock-vs-nofusion.json" 2>&1 | tail -n 25
+    smi profiles
+    ;;
+  pack)
+    OUTDIR=${3:?output folder}
+    tar -czf "$OUTDIR/batch-$(date -u +%H%M%S).tgz" -C "$B" --exclude='traces' --exclude='*.sqlite' .
+    ls -l "$OUTDIR"
+    ;;
+  *) echo "unknown step $STEP" >&2; exit 2 ;;
+esac
