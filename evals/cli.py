@@ -14,10 +14,12 @@ from fusekit.errors import FusekitError
 from fusekit.paths import resolve_home
 from fusekit.registry import Registry
 from fusekit.stack import STOCK, Entry, resolve_spec
+from fusekit.synth.gguflib import load_gguf
 from fusekit.variants import Variant, current_entries, materialize
 from fusekit.workspace import Workspace
 
 from .arms import arm_name, split_arm
+from .baseline_report import render_baseline
 from .corpus import resolve_corpus
 from .llamabench import BenchSettings
 from .models import resolve_model
@@ -164,23 +166,42 @@ def evaluate(ws: Workspace, specs: list[str], opts: dict) -> tuple[dict, Path]:
 
 
 @click.command("report")
-@click.argument("files", nargs=-1, required=True, type=click.Path(path_type=Path))
+@click.argument("files", nargs=-1, type=click.Path(path_type=Path))
 @click.option("--output", "-o", type=click.Path(path_type=Path), default=None, help="Write the Markdown here.")
 @click.option("--plot", type=click.Path(path_type=Path), default=None, help="PNG of tok/s ratios (needs matplotlib).")
-def report_cmd(files: tuple[Path, ...], output: Path | None, plot: Path | None) -> None:
-    """Markdown tables from eval result files (runs nothing)."""
-    results = []
-    for path in files:
-        data = read_result(path)
-        if data["kind"] != "eval":
-            raise FusekitError(f"{path} is a {data['kind']} result, not an eval result")
-        results.append((str(path), data))
-    text = render_many(results)
+@click.option(
+    "--baseline",
+    type=click.Path(path_type=Path, file_okay=False, exists=True),
+    default=None,
+    help="Render a GPU-host baseline batch folder (eval, profiles, mul_mat sweep, model) as one report.",
+)
+@click.pass_context
+def report_cmd(
+    ctx: click.Context, files: tuple[Path, ...], output: Path | None, plot: Path | None, baseline: Path | None
+) -> None:
+    """Markdown tables from eval result files, or a baseline folder's report (runs nothing)."""
+    if baseline is not None:
+        if files:
+            raise FusekitError("give either result FILES or --baseline DIR, not both")
+        ws = Workspace(resolve_home(ctx.obj["home"]))
+        ws.require_init()
+        text = render_baseline(baseline, load_gguf(ws.tree(STOCK) / "gguf-py"))
+        results: list[tuple[str, dict]] = []
+    else:
+        if not files:
+            raise FusekitError("name result files to report on (or --baseline DIR)")
+        results = []
+        for path in files:
+            data = read_result(path)
+            if data["kind"] != "eval":
+                raise FusekitError(f"{path} is a {data['kind']} result, not an eval result")
+            results.append((str(path), data))
+        text = render_many(results)
     if output:
         output.write_text(text)
         note(f"report written to {output}")
     else:
         click.echo(text, nl=False)
     if plot:
-        made = speed_plot(results, plot)
+        made = speed_plot(results, plot) if results else None
         note(f"plot written to {made}" if made else "no plot: matplotlib is not installed or no speed results")
