@@ -36,7 +36,7 @@ from .perplexity import (
     too_short_message,
 )
 from .proc import ToolRun, run_tool, tail
-from .stats import ratio_estimate, rounds_needed
+from .stats import INTERVAL_METHOD, grouped_ratio_estimate, rounds_needed
 from .textgen import TextSettings, compare_texts, completion_command
 
 Progress = Callable[[str], None]
@@ -119,16 +119,18 @@ def run_speed(sides: list[Side], model: Model, settings: EvalSettings, clocks: C
         runs.append({"side": side.name, "round": rnd, "run": run.record(), "tests": parse_bench_json(run.stdout)})
     samples: dict[str, dict[str, list[float]]] = {}
     per_process: dict[str, dict[str, list[float]]] = {}  # median t/s of each process, to see drift between them
+    groups: dict[str, dict[str, list[list[float]]]] = {}  # the samples of each process, kept apart
     for run in runs:
         for test in run["tests"]:
             samples.setdefault(test["test"], {}).setdefault(run["side"], []).extend(test["samples_ts"])
+            groups.setdefault(test["test"], {}).setdefault(run["side"], []).append(list(test["samples_ts"]))
             median = float(np.median(test["samples_ts"]))
             per_process.setdefault(test["test"], {}).setdefault(run["side"], []).append(median)
     stock = sides[0].name
     summary = []
-    for test, per_side in samples.items():
+    for test in samples:
         for side in sides[1:]:
-            est = ratio_estimate(per_side[stock], per_side[side.name])
+            est = grouped_ratio_estimate(groups[test][stock], groups[test][side.name])
             summary.append(
                 {
                     "test": test,
@@ -139,6 +141,7 @@ def run_speed(sides: list[Side], model: Model, settings: EvalSettings, clocks: C
                     "resolves_1pct": est.resolves_one_percent,
                     "rounds": settings.rounds,
                     "rounds_for_1pct": rounds_needed(est, settings.rounds),
+                    "interval_method": INTERVAL_METHOD,
                     "process_spread": max(_spread(per_process[test][name]) for name in (stock, side.name)),
                 }
             )

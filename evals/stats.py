@@ -71,6 +71,52 @@ def ratio_estimate(stock: list[float], variant: list[float]) -> RatioEstimate:
     return RatioEstimate(float(np.median(s)), float(np.median(v)), ratio, low, high, int(s.size), int(v.size))
 
 
+def _hierarchical_medians(groups: list[np.ndarray], rng: np.random.Generator, resamples: int) -> np.ndarray:
+    """Bootstrap medians of a side whose samples come in processes: resample processes, then samples."""
+    sizes = {g.size for g in groups}
+    if len(sizes) == 1:  # the usual case, vectorised: every process ran the same repetitions
+        table = np.stack(groups)
+        count, size = table.shape
+        chosen = rng.integers(0, count, size=(resamples, count))
+        inner = rng.integers(0, size, size=(resamples, count, size))
+        return np.median(table[chosen[..., None], inner].reshape(resamples, -1), axis=1)
+    medians = np.empty(resamples)
+    for b in range(resamples):
+        chosen = rng.integers(0, len(groups), size=len(groups))
+        pooled = np.concatenate([rng.choice(groups[g], size=groups[g].size, replace=True) for g in chosen])
+        medians[b] = np.median(pooled)
+    return medians
+
+
+def grouped_ratio_estimate(stock_groups: list[list[float]], variant_groups: list[list[float]]) -> RatioEstimate:
+    """Like :func:`ratio_estimate`, but the samples of each side come from several processes (rounds).
+
+    Repetitions inside one llama-bench process share its state (clocks, placement, allocator), so they
+    are not independent: treating them as such gives intervals that miss drift between processes.
+    With at least two processes per side this resamples processes first, then repetitions within each
+    chosen process (a two-level percentile bootstrap, numpy); with one process per side it falls back
+    to :func:`ratio_estimate` over the repetitions.
+    """
+    stock = [np.asarray(g, dtype=float) for g in stock_groups if len(g)]
+    variant = [np.asarray(g, dtype=float) for g in variant_groups if len(g)]
+    flat_s, flat_v = np.concatenate(stock), np.concatenate(variant)
+    if len(stock) < 2 or len(variant) < 2:
+        return ratio_estimate(flat_s.tolist(), flat_v.tolist())
+    rng = np.random.default_rng(SEED)
+    ratios = _hierarchical_medians(variant, rng, BOOTSTRAP_RESAMPLES) / _hierarchical_medians(
+        stock, rng, BOOTSTRAP_RESAMPLES
+    )
+    alpha = (1 - CONFIDENCE) / 2
+    low, high = np.quantile(ratios, [alpha, 1 - alpha])
+    ratio = float(np.median(flat_v) / np.median(flat_s))
+    return RatioEstimate(
+        float(np.median(flat_s)), float(np.median(flat_v)), ratio, float(low), float(high), flat_s.size, flat_v.size
+    )
+
+
+INTERVAL_METHOD = "two-level percentile bootstrap (processes, then repetitions) when each side has 2+ processes"
+
+
 def rounds_needed(estimate: RatioEstimate, rounds: int, target: float = RESOLVE) -> int:
     """Rounds that would shrink the interval's half-width to ``target``, assuming it narrows as 1/sqrt(n)."""
     if estimate.half_width <= target or rounds <= 0:
