@@ -4,23 +4,14 @@ from __future__ import annotations
 
 import os
 import sys
-from dataclasses import dataclass
 from pathlib import Path
 
 from fusekit.errors import FusekitError
+from fusekit.source import sha256_of
 
-from .models import sha256_of
+from .models import InputFile
 
-
-@dataclass(frozen=True)
-class Corpus:
-    path: Path
-    sha256: str
-    size: int
-    default: bool
-
-    def describe(self) -> dict[str, object]:
-        return {"path": str(self.path), "sha256": self.sha256, "bytes": self.size, "default": self.default}
+Corpus = InputFile
 
 
 def default_text() -> str:

@@ -11,8 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from fusekit.errors import FusekitError
-
-from .models import sha256_of
+from fusekit.source import sha256_of
 
 MAGIC = b"_logits_"
 SIDECAR_VERSION = 1

