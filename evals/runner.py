@@ -18,6 +18,7 @@ import numpy as np
 
 from fusekit.build import BuildResult
 from fusekit.errors import FusekitError
+from fusekit.source import sha256_of
 from fusekit.variants import Variant
 
 from . import klbase
@@ -26,7 +27,7 @@ from .clocks import ClockSampler
 from .corpus import Corpus
 from .coverage import uncompiled_only, variant_paths
 from .llamabench import BenchSettings, bench_command, parse_bench_json
-from .models import Model, sha256_of
+from .models import Model
 from .perplexity import (
     PplSettings,
     kld_command,
