@@ -75,9 +75,39 @@ PY
       --tokens 16 --json "$B/results/profile-decode16-stock-vs-nofusion.json" 2>&1 | tail -n 25
     smi profiles
     ;;
+  extras)  # second session: full-model quality on the GPU, a tiny-model arm fixture, raw 35B decode traces
+    "$REPO/scripts/gpu_batch.sh" "$B" setup
+    POLL_SECONDS=0 "$REPO/scripts/gpu_batch.sh" "$B" build || [ $? = 3 ]
+    use_site
+    "$REPO/scripts/gpu_batch.sh" "$B" synth
+    fusekit model synth --preset qwen3.6-35b-a3b --layers 4 --vocab 8192 --experts 16 --experts-used 4 \
+      -o "$TINY" --json "$B/results/model-tiny.json" 2>&1 | tail -n 1
+    POLL_SECONDS=${POLL_SECONDS:-420} "$REPO/scripts/gpu_batch.sh" "$B" build
+    fusekit model quality "$BIG" --gpu-layers 99 --json "$B/results/model-quality.json" 2>&1 | tail -n 3 || true
+    GGML_CUDA_DISABLE_FUSION=1 GRAPHLEVEL=0 TOKENS=16 "$REPO/scripts/nsys_fixture.sh" "$TINY" "$B/nsys" \
+      "stock-nofusion=$(stock_bin)" 2>&1 | grep -v Processing | tail -n 4
+    ;;
+  traces)  # raw 35B decode traces (gzipped SQLite) of stock and the no-fusion arm, for later re-parsing
+    use_site
+    mkdir -p "$B/traces35"
+    for arm in stock nofusion; do
+      env=(); [ "$arm" = nofusion ] && env=(GGML_CUDA_DISABLE_FUSION=1)
+      env "${env[@]}" python3 - "$(stock_bin)" "$BIG" "$B/traces35/$arm-decode16" <<'PY'
+import sys
+from pathlib import Path
+from evals.profile import runner
+bin_dir, model, base = sys.argv[1:]
+argv = [f"{bin_dir}/llama-bench", "-m", model, "-p", "0", "-n", "16", "-r", "1", "-ngl", "99", "--no-warmup"]
+print(runner.trace(runner.find_nsys(None), Path(base), argv))
+PY
+      gzip -6 -c "$B/traces35/$arm-decode16.sqlite" > "$B/traces35/$arm-decode16.sqlite.gz"
+    done
+    ls -l "$B"/traces35/*.gz
+    ;;
   pack)
     OUTDIR=${3:?output folder}
-    tar -czf "$OUTDIR/batch-$(date -u +%H%M%S).tgz" -C "$B" --exclude='traces' --exclude='*.sqlite' .
+    tar -czf "$OUTDIR/batch-$(date -u +%H%M%S).tgz" -C "$B" --exclude='traces' --exclude='*.sqlite' \
+      --exclude='*.nsys-rep' --exclude='*.qdstrm' .
     ls -l "$OUTDIR"
     ;;
   *) echo "unknown step $STEP" >&2; exit 2 ;;

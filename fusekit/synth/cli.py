@@ -141,9 +141,17 @@ def synth_cmd(
               help="llama-perplexity to use (default: the stock build's).")  # fmt: skip
 @click.option("--json", "json_out", type=click.Path(dir_okay=False, path_type=Path), default=None,
               help="Write the numbers as JSON.")  # fmt: skip
+@click.option("--gpu-layers", "-ngl", type=click.IntRange(0), default=0, show_default=True,
+              help="Layers llama-perplexity offloads to the GPU (a CUDA build; 99 for all).")  # fmt: skip
 @click.pass_context
 def quality_cmd(
-    ctx: click.Context, model: Path, ctx_size: int, chunks: int, perplexity_bin: Path | None, json_out: Path | None
+    ctx: click.Context,
+    model: Path,
+    ctx_size: int,
+    chunks: int,
+    perplexity_bin: Path | None,
+    json_out: Path | None,
+    gpu_layers: int,
 ) -> None:
     """Mean top-1 probability and entropy of MODEL's next-token distributions over a sample text.
 
@@ -155,7 +163,8 @@ def quality_cmd(
         perplexity_bin = _stock_tool(ws, "llama-perplexity")
         if perplexity_bin is None:
             raise FusekitError("no llama-perplexity: run 'fusekit build' first or pass --perplexity-bin")
-    quality = measure(perplexity_bin, model, ctx=ctx_size, chunks=chunks)
+    extra = ("-ngl", str(gpu_layers)) if gpu_layers else ()
+    quality = measure(perplexity_bin, model, ctx=ctx_size, chunks=chunks, extra=extra)
     click.echo("quality: " + quality.line())
     if json_out:
         json_out.write_text(json.dumps({"model": str(model), **quality.as_dict()}, indent=2) + "\n")
