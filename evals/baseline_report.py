@@ -27,6 +27,7 @@ FILES = {
     "mulmat": "mulmat/bench-mulmat-h200-stock.json",
     "model": "model.json",
 }
+QUALITY_FILE = "second-session/model-quality.json"  # optional: `fusekit model quality` of the same model
 AA_FILE = "baseline-aa-quality.json"  # optional: stock against a second stock process (KL and text)
 QUANTIZE_KERNEL = "quantize_q8_1"
 
@@ -135,6 +136,19 @@ def _against_section(result: dict[str, Any]) -> list[str]:
     return lines
 
 
+def _quality_lines(folder: Path) -> list[str]:
+    """Does the random model behave like a model (logits neither flat nor one-hot)?"""
+    if not (folder / QUALITY_FILE).is_file():
+        return []
+    q = json.loads((folder / QUALITY_FILE).read_text())
+    return [
+        f"- its next-token distributions (`{QUALITY_FILE}`, {q['positions']} positions of a sample text): mean "
+        f"top-1 probability {q['top1_mean']:.3f}, mean entropy {q['entropy_mean']:.2f} nats "
+        f"({100 * q['entropy_fraction']:.0f}% of ln {q['vocab']}), "
+        f"{100 * q['distinct_top1']:.0f}% distinct top-1 tokens"
+    ]
+
+
 def _aa_section(folder: Path) -> list[str]:
     """Stock against itself: how much of a KL difference is the run-to-run floor of this model."""
     if not (folder / AA_FILE).is_file():
@@ -173,6 +187,7 @@ def render_baseline(folder: Path, gguf: ModuleType) -> str:
         f"- model: synthetic {data['model']['preset']} ({data['model']['shapes']['arch']}, "
         f"{data['model']['experts_type']} experts, {data['model']['dense_type']} dense, "
         f"{data['model']['bytes'] / 1e9:.2f} GB, seed {data['model']['seed']})",
+        *_quality_lines(folder),
         "",
         "## Decode: time per token against its floor",
         "",
