@@ -3,14 +3,22 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import pandas as pd
+if TYPE_CHECKING:
+    import pandas as pd
 
 from .stats import RESOLVE
 
 FEW_SAMPLES = 5
 KL_HEADLINE = ("Mean KLD", "99.0% KLD", "Maximum KLD", "RMS Δp", "Same top p")
+
+
+def _pandas():
+    """pandas, imported on first use: the CLI starts without it (``fusekit build`` stays fast)."""
+    import pandas
+
+    return pandas
 
 
 def markdown_table(frame: pd.DataFrame) -> str:
@@ -61,13 +69,13 @@ def speed_frame(result: dict[str, Any]) -> pd.DataFrame:
                 "note": note,
             }
         )
-    return pd.DataFrame(rows)
+    return _pandas().DataFrame(rows)
 
 
 def ppl_frame(result: dict[str, Any]) -> pd.DataFrame:
     ppl = result["payload"].get("quality", {}).get("ppl", {})
     if not ppl:
-        return pd.DataFrame()
+        return _pandas().DataFrame()
     sides = _sides(result)
     stock = ppl[sides[0]]
     rows = []
@@ -88,7 +96,7 @@ def ppl_frame(result: dict[str, Any]) -> pd.DataFrame:
                 "verdict": verdict,
             }
         )
-    return pd.DataFrame(rows)
+    return _pandas().DataFrame(rows)
 
 
 def _stat_text(stat: dict[str, Any] | None) -> str:
@@ -115,18 +123,18 @@ def kl_frame(result: dict[str, Any]) -> pd.DataFrame:
         row.update({key: _stat_text(entry["statistics"].get(key)) for key in KL_HEADLINE})
         row["verdict"] = kl_verdict(entry)
         rows.append(row)
-    return pd.DataFrame(rows)
+    return _pandas().DataFrame(rows)
 
 
 def kl_full_frame(result: dict[str, Any]) -> pd.DataFrame:
     """Every statistic llama-perplexity printed, one row each, one column per variant."""
     kl = result["payload"].get("quality", {}).get("kl", {})
     if not kl:
-        return pd.DataFrame()
+        return _pandas().DataFrame()
     names: list[str] = []
     for entry in kl.values():
         names += [n for n in entry["statistics"] if n not in names]
-    return pd.DataFrame(
+    return _pandas().DataFrame(
         [{"statistic": n, **{v: _stat_text(e["statistics"].get(n)) for v, e in kl.items()}} for n in names]
     )
 
@@ -134,7 +142,7 @@ def kl_full_frame(result: dict[str, Any]) -> pd.DataFrame:
 def text_frame(result: dict[str, Any]) -> pd.DataFrame:
     text = result["payload"].get("text")
     if not text:
-        return pd.DataFrame()
+        return _pandas().DataFrame()
     rows = []
     for name, comparisons in text["comparisons"].items():
         for index, comp in enumerate(comparisons):
@@ -146,7 +154,7 @@ def text_frame(result: dict[str, Any]) -> pd.DataFrame:
                 f"stock {comp['stock_after']!r} / variant {comp['variant_after']!r}"
             )
             rows.append({"variant": name, "prompt": index + 1, "verdict": "different", "first difference": where})
-    return pd.DataFrame(rows)
+    return _pandas().DataFrame(rows)
 
 
 def _header(result: dict[str, Any], path: str | None) -> list[str]:

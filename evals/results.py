@@ -22,7 +22,7 @@ from fusekit.pin import load_pin
 
 SCHEMA = "fusekit-result"
 SCHEMA_VERSION = 1
-KINDS = ("eval", "profile", "bench-mulmat", "baseline")
+KINDS = ("eval", "profile", "bench-mulmat", "baseline", "bench-spine")
 
 
 def now_iso() -> str:

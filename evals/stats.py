@@ -6,7 +6,6 @@ import math
 from dataclasses import dataclass
 
 import numpy as np
-from scipy import stats as sps
 
 CONFIDENCE = 0.95
 RESOLVE = 0.01  # the smallest change (1%) a comparison should be able to call
@@ -57,6 +56,8 @@ def ratio_estimate(stock: list[float], variant: list[float]) -> RatioEstimate:
     if s.size < 2 or v.size < 2 or (np.ptp(s) == 0 and np.ptp(v) == 0):
         low = high = ratio if (s.size >= 2 and v.size >= 2) else float("nan")
     else:
+        from scipy import stats as sps  # imported on first use: the CLI starts without scipy
+
         result = sps.bootstrap(
             (v, s),
             _ratio_of_medians,
