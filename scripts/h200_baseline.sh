@@ -27,15 +27,19 @@ use_site() {
 stock_bin() { ls -d "$FUSEKIT_HOME"/trees/stock/build-cuda*/bin | head -n 1; }
 smi() { nvidia-smi --query-gpu=clocks.sm,clocks.mem,temperature.gpu,power.draw --format=csv,noheader >>"$B/results/clocks-$1.csv" 2>&1 || true; }
 
+prepare_host() {  # setup, a detached stock CUDA build, both models written while it compiles, then poll
+  "$REPO/scripts/gpu_batch.sh" "$B" setup
+  POLL_SECONDS=0 "$REPO/scripts/gpu_batch.sh" "$B" build || [ $? = 3 ]
+  use_site
+  "$REPO/scripts/gpu_batch.sh" "$B" synth
+  fusekit model synth --preset qwen3.6-35b-a3b --layers 4 --vocab 8192 --experts 16 --experts-used 4 \
+    -o "$TINY" --json "$B/results/model-tiny.json" 2>&1 | tail -n 3
+  POLL_SECONDS=${POLL_SECONDS:-420} "$REPO/scripts/gpu_batch.sh" "$B" build
+}
+
 case "$STEP" in
   start)
-    "$REPO/scripts/gpu_batch.sh" "$B" setup
-    POLL_SECONDS=0 "$REPO/scripts/gpu_batch.sh" "$B" build || [ $? = 3 ]
-    use_site
-    "$REPO/scripts/gpu_batch.sh" "$B" synth
-    fusekit model synth --preset qwen3.6-35b-a3b --layers 4 --vocab 8192 --experts 16 --experts-used 4 \
-      -o "$TINY" --json "$B/results/model-tiny.json" 2>&1 | tail -n 3
-    POLL_SECONDS=${POLL_SECONDS:-420} "$REPO/scripts/gpu_batch.sh" "$B" build
+    prepare_host
     ;;
   fixtures)
     use_site
@@ -76,13 +80,7 @@ PY
     smi profiles
     ;;
   extras)  # second session: full-model quality on the GPU, a tiny-model arm fixture, raw 35B decode traces
-    "$REPO/scripts/gpu_batch.sh" "$B" setup
-    POLL_SECONDS=0 "$REPO/scripts/gpu_batch.sh" "$B" build || [ $? = 3 ]
-    use_site
-    "$REPO/scripts/gpu_batch.sh" "$B" synth
-    fusekit model synth --preset qwen3.6-35b-a3b --layers 4 --vocab 8192 --experts 16 --experts-used 4 \
-      -o "$TINY" --json "$B/results/model-tiny.json" 2>&1 | tail -n 1
-    POLL_SECONDS=${POLL_SECONDS:-420} "$REPO/scripts/gpu_batch.sh" "$B" build
+    prepare_host
     fusekit model quality "$BIG" --gpu-layers 99 --json "$B/results/model-quality.json" 2>&1 | tail -n 3 || true
     GGML_CUDA_DISABLE_FUSION=1 GRAPHLEVEL=0 TOKENS=16 "$REPO/scripts/nsys_fixture.sh" "$TINY" "$B/nsys" \
       "stock-nofusion=$(stock_bin)" 2>&1 | grep -v Processing | tail -n 4
