@@ -25,7 +25,8 @@ pytestmark = pytest.mark.slow
 PATCHES = Path(__file__).resolve().parent / "patches"
 SABOTAGE = str(PATCHES / "sabotage-rms-norm.patch")
 NOOP = str(PATCHES / "noop-comment.patch")
-# Small but real: perplexity 4 x 256 tokens (508 scored), 3 prompts x 48 tokens, 2 speed rounds.
+# Small but real: perplexity 4 x 256 tokens (508 scored), 3 prompts x 48 tokens, 4 speed rounds (ABBA twice,
+# so each side has 4 processes for the process-level interval; with 2 the A/A verdict was flaky on 2 cores).
 SMALL = {
     "against": "stock",
     "model": None,
@@ -35,8 +36,8 @@ SMALL = {
     "kl_base": None,
     "speed": True,
     "text": True,
-    "rounds": 2,
-    "repetitions": 2,
+    "rounds": 4,
+    "repetitions": 3,
     "n_prompt": "64",
     "n_gen": "16",
     "n_depth": "0",
@@ -79,14 +80,13 @@ def test_result_file_is_complete(selfcheck: tuple[dict[str, Any], Path]) -> None
         assert variant["build"]["options"]["backend"] == "cpu" and variant["build"]["head"]
     assert len(stored["inputs"]["model"]["sha256"]) == 64 and len(stored["inputs"]["corpus"]["sha256"]) == 64
     speed = stored["payload"]["speed"]
-    assert len(speed["runs"]) == 2 * 3  # rounds x sides
-    assert [r["side"] for r in speed["runs"]] == [
-        "stock", "noop-comment", "sabotage-rms-norm", "sabotage-rms-norm", "noop-comment", "stock",
-    ]  # fmt: skip
+    assert len(speed["runs"]) == 4 * 3  # rounds x sides
+    abba = ["stock", "noop-comment", "sabotage-rms-norm", "sabotage-rms-norm", "noop-comment", "stock"]
+    assert [r["side"] for r in speed["runs"]] == abba * 2
     for run in speed["runs"]:
         assert run["run"]["argv"][0].endswith("llama-bench")
         for test in run["tests"]:
-            assert len(test["samples_ts"]) == 2 and test["build_commit"]
+            assert len(test["samples_ts"]) == 3 and test["build_commit"]
 
 
 def test_rebuilt_stock_is_identical(selfcheck: tuple[dict[str, Any], Path]) -> None:
