@@ -47,7 +47,7 @@ def test_variant_build_carries_its_patch_and_name(pinned_home: Path, stock_build
     version = run_tool(result, "--version")
     assert "fusion-9@" in version.stdout + version.stderr  # LLAMA_BUILD_COMMIT names the variant
     again = build(ws, ["fusion-9"])
-    assert again.up_to_date and again.seconds < 2.0, again.seconds
+    assert again.up_to_date, again  # ninja found nothing to do (a wall-clock bound would be a timing test)
 
 
 def test_compiler_errors_are_shown(pinned_home: Path, stock_build: BuildResult) -> None:
