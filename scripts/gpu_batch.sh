@@ -56,6 +56,13 @@ use_fusekit() {
   local libdw
   libdw="$(find "$FUSEKIT_HOME/nsys-debs" -name libdw.so.1 2>/dev/null | head -n1 || true)"
   [[ -z "$libdw" ]] || export FUSEKIT_NSYS_LIBS="${FUSEKIT_NSYS_LIBS:-$(dirname "$libdw")}"
+  # A carried ccache (Debian debs in the bundle) lets variant builds reuse stock's objects.
+  local debroot="$FUSEKIT_HOME/nsys-debs"
+  if ! command -v ccache >/dev/null && [[ -x "$debroot/usr/bin/ccache" ]]; then
+    export PATH="$debroot/usr/bin:$PATH"
+    export LD_LIBRARY_PATH="$debroot/usr/lib/x86_64-linux-gnu${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+    export CCACHE_DIR="${CCACHE_DIR:-$FUSEKIT_HOME/ccache}" CCACHE_MAXSIZE="${CCACHE_MAXSIZE:-20G}"
+  fi
   fusekit() { python3 -c 'import sys; from fusekit.cli import main; sys.argv[0] = "fusekit"; main()' "$@"; }
 }
 
@@ -97,7 +104,7 @@ step_setup() {
   [[ -f "$tarball" ]] || { log "no $tarball (run 'fusekit bundle -o .bundle' and carry it)"; exit 2; }
   mkdir -p "$FUSEKIT_HOME"
   FUSEKIT_SITE="$SITE" bash "$BUNDLE/run.sh" >"$OUT/logs/setup-exports.sh" 2>>"$OUT/logs/setup.log"
-  if compgen -G "$BUNDLE/debs/*.deb" >/dev/null; then  # libdw1, libelf1 for nsys' importer
+  if compgen -G "$BUNDLE/debs/*.deb" >/dev/null; then  # libdw1, libelf1 for nsys' importer; ccache
     mkdir -p "$FUSEKIT_HOME/nsys-debs"
     for deb in "$BUNDLE"/debs/*.deb; do dpkg -x "$deb" "$FUSEKIT_HOME/nsys-debs"; done
   fi
@@ -118,7 +125,7 @@ build_all() {
     fusekit reset
     # shellcheck disable=SC2046
     fusekit apply $(variant_specs "$v")
-    fusekit build --backend "$BACKEND" --json >"$OUT/results/build-${v//+/_}.json"
+    fusekit build --backend "$BACKEND" --json >"$OUT/results/build-$(basename "${v//+/_}" .patch).json"
   done
   fusekit reset
 }

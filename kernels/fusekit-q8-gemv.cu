@@ -1,0 +1,95 @@
+// fusekit fusion-5 (q8-gemv): ggml glue for the one-token Q8_0 kernel in fusekit-q8-gemv.cuh.
+//
+// ggml_cuda_mul_mat_vec_q calls fusekit_q8_gemv_try with the arguments it would give MMVQ; the call
+// returns false, and MMVQ runs as in stock, whenever the case is not ours: another type, more than one
+// token, an NVFP4 scale, a layout whose rows are not 16-byte aligned, or GGML_CUDA_DISABLE_FUSION set.
+#include "fusekit-q8-gemv-glue.cuh"
+
+#include "fusekit-q8-gemv.cuh"
+#include "unary.cuh"
+
+#include <cstdlib>
+
+namespace {
+
+// ggml's own activation functions, so a fused gate/up epilogue matches MMVQ's exactly.
+struct GgmlEpilogue {
+    __device__ static float apply(fusekit_q8::Glu glu, float x, float g, float limit) {
+        switch (glu) {
+            case fusekit_q8::Glu::swiglu:       return x * ggml_cuda_op_silu_single(g);
+            case fusekit_q8::Glu::geglu:        return x * ggml_cuda_op_gelu_single(g);
+            case fusekit_q8::Glu::swiglu_oai:   return ggml_cuda_op_swiglu_oai_single(g, x);
+            case fusekit_q8::Glu::swiglu_clamp: return ggml_cuda_op_swiglu_clamp_single(g, x, limit);
+            case fusekit_q8::Glu::mul:          return x * g;
+            default:                            return x;
+        }
+    }
+};
+
+fusekit_q8::Glu glu_of(ggml_glu_op op) {
+    switch (op) {
+        case GGML_GLU_OP_SWIGLU:       return fusekit_q8::Glu::swiglu;
+        case GGML_GLU_OP_GEGLU:        return fusekit_q8::Glu::geglu;
+        case GGML_GLU_OP_SWIGLU_OAI:   return fusekit_q8::Glu::swiglu_oai;
+        case GGML_GLU_OP_SWIGLU_CLAMP: return fusekit_q8::Glu::swiglu_clamp;
+        default:                       return fusekit_q8::Glu::mul;  // MMVQ's default: result * gate
+    }
+}
+
+bool fusion_disabled() {
+    static const bool disabled = std::getenv("GGML_CUDA_DISABLE_FUSION") != nullptr;
+    return disabled;
+}
+
+}  // namespace
+
+bool fusekit_q8_gemv_try(
+        ggml_type type, const void * vx, const void * vy, const int32_t * ids, const ggml_cuda_mm_fusion_args_device & fusion,
+        float * dst, int64_t ncols_x, int64_t nrows_x, int64_t ncols_dst,
+        int64_t stride_row_x, int64_t stride_col_y, int64_t stride_col_dst,
+        int64_t nchannels_x, int64_t nchannels_y, int64_t nchannels_dst,
+        int64_t stride_channel_x, int64_t stride_channel_y, int64_t stride_channel_dst,
+        int64_t nsamples_x, int64_t nsamples_dst, int64_t stride_sample_x, int64_t stride_sample_y, int64_t stride_sample_dst,
+        cudaStream_t stream) {
+    GGML_UNUSED_VARS(stride_col_y, stride_col_dst);
+    if (type != GGML_TYPE_Q8_0 || ncols_dst != 1 || fusion_disabled()) {
+        return false;
+    }
+    if (fusion.x_scale != nullptr || fusion.gate_scale != nullptr) {
+        return false;
+    }
+    if (!fusekit_q8::layout_fits(vx, fusion.gate, ncols_x, stride_row_x, stride_channel_x, stride_sample_x)) {
+        return false;
+    }
+    if (nrows_x > INT32_MAX || nchannels_dst > 65535 || nsamples_dst > 65535) {
+        return false;
+    }
+
+    fusekit_q8::Problem p{};
+    p.x           = static_cast<const uint8_t *>(vx);
+    p.gate        = static_cast<const uint8_t *>(fusion.gate);
+    p.y           = static_cast<const uint8_t *>(vy);
+    p.ids         = ids;
+    p.x_bias      = static_cast<const float *>(fusion.x_bias);
+    p.gate_bias   = fusion.gate ? static_cast<const float *>(fusion.gate_bias) : nullptr;
+    p.dst         = dst;
+    p.glu         = fusion.gate ? glu_of(fusion.glu_op) : fusekit_q8::Glu::none;
+    p.glu_limit   = fusion.glu_limit;
+    p.nblocks     = int(ncols_x / fusekit_q8::kBlockValues);
+    p.nrows       = int(nrows_x);
+    p.row_x       = stride_row_x;
+    p.channel_x   = stride_channel_x;
+    p.sample_x    = stride_sample_x;
+    p.channel_y   = stride_channel_y;
+    p.sample_y    = stride_sample_y;
+    p.channel_dst = stride_channel_dst;
+    p.sample_dst  = stride_sample_dst;
+    p.nchannels_y   = int(nchannels_y);
+    p.channel_ratio = ids ? 1 : int(nchannels_dst / nchannels_x);
+    p.sample_ratio  = int(nsamples_dst / nsamples_x);
+    p.sabotage      = 0;
+
+    const int sm_count = ggml_cuda_info().devices[ggml_cuda_get_device()].nsm;
+    CUDA_CHECK(fusekit_q8::launch<GgmlEpilogue>(p, int(nchannels_dst), int(nsamples_dst), sm_count, stream));
+    return true;
+}

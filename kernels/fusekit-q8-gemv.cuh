@@ -1,0 +1,268 @@
+// fusekit fusion-5 (q8-gemv): Q8_0 weights x q8_1 activations at one token, with wide loads.
+//
+// Device code only, free of ggml headers, so the same kernel runs in ggml (through
+// fusekit-q8-gemv.cu) and in the standalone check/timing program (q8_gemv_bench.cu).
+//
+// Why: ggml's MMVQ reads a Q8_0 block (fp16 scale + 32 int8, 34 bytes, 2-byte aligned) with 16-bit
+// loads. When a row holds a multiple of 8 blocks (K % 256 == 0) every row starts 16-byte aligned,
+// so a warp can stream a tile of 32 blocks (1088 bytes = 68 x 16 bytes) with 16-byte loads into
+// registers, several tiles ahead, then put each tile through shared memory so that lane i owns
+// block i of the tile: its scale is a 16-bit shared load and its 32 quants are 8 funnel-shifted
+// 32-bit words. One warp owns one row (and a slice of its tiles when SPLIT warps share a row).
+//
+// Arithmetic per block: sumi = sum of 32 int8 x int8 products (exact, dp4a), then
+// d_x * d_y * sumi in fp32, as ggml's vec_dot_q8_0_q8_1_impl does per quarter block. Blocks are
+// summed in a different order than MMVQ, so results agree to fp32 rounding, not bit for bit.
+#pragma once
+
+#include <cuda_fp16.h>
+#include <stdint.h>
+
+namespace fusekit_q8 {
+
+constexpr int kWarp          = 32;
+constexpr int kBlockValues   = 32;                      // values per Q8_0 / q8_1 block
+constexpr int kXBlockBytes   = 34;                      // Q8_0: fp16 d, int8 qs[32]
+constexpr int kYBlockBytes   = 36;                      // q8_1: half2 (d, sum), int8 qs[32]
+constexpr int kTileBlocks    = kWarp;                   // one block per lane
+constexpr int kTileBytes     = kTileBlocks * kXBlockBytes;  // 1088
+constexpr int kTileVecs      = kTileBytes / 16;             // 68 loads of 16 bytes
+constexpr int kVecsPerLane   = (kTileVecs + kWarp - 1) / kWarp;  // 3
+constexpr int kTileSmemBytes = kTileBytes + 16;         // the last lane's funnel shift reads one word past
+constexpr int kWarpsPerCta   = 8;
+constexpr int kRowAlignBlocks = 8;                      // 8 blocks = 272 bytes = 17 x 16
+
+// What the epilogue needs besides the two sums; mirrors ggml's mm fusion arguments.
+enum class Glu : int { none = 0, swiglu, geglu, swiglu_oai, swiglu_clamp, mul };
+
+struct Problem {
+    const uint8_t * x;          // Q8_0 weights
+    const uint8_t * gate;       // Q8_0 gate weights with x's strides, or nullptr
+    const uint8_t * y;          // q8_1 activations
+    const int32_t * ids;        // MUL_MAT_ID expert ids for this token, or nullptr
+    const float   * x_bias;     // or nullptr
+    const float   * gate_bias;  // or nullptr
+    float         * dst;
+    Glu   glu;
+    float glu_limit;
+    int   nblocks;              // blocks per row (K / 32), a multiple of kRowAlignBlocks
+    int   nrows;
+    // Strides: x in Q8_0 blocks, y in q8_1 blocks, dst (and biases) in floats.
+    int64_t row_x, channel_x, sample_x;
+    int64_t channel_y, sample_y;
+    int64_t channel_dst, sample_dst;
+    int   nchannels_y;
+    int   channel_ratio;        // nchannels_dst / nchannels_x (no ids)
+    int   sample_ratio;         // nsamples_dst / nsamples_x
+    int   sabotage;             // 1: drop the last block of every tile (must fail every check)
+};
+
+__device__ __forceinline__ uint4 load_stream(const uint4 * p) {
+    return __ldcs(p);  // weights are read once per token: evict first, keep activations in L2
+}
+
+// The dot product of lane's block in a staged tile with its q8_1 activation block.
+__device__ __forceinline__ float block_dot(const uint8_t * tile, int lane, const int * yq, float dy) {
+    const int     first = lane * kXBlockBytes;
+    const float   dx    = __half2float(*reinterpret_cast<const __half *>(tile + first));
+    const int     qbyte = first + 2;
+    const auto  * words = reinterpret_cast<const uint32_t *>(tile + (qbyte & ~3));
+    const int     shift = (qbyte & 3) * 8;
+    int sumi = 0;
+#pragma unroll
+    for (int i = 0; i < 8; ++i) {
+        const int q = (int) __funnelshift_r(words[i], words[i + 1], shift);
+        sumi = __dp4a(q, yq[i], sumi);
+    }
+    return dx * dy * (float) sumi;
+}
+
+// The GLU epilogue is a policy: ggml's glue passes one built on ggml's own activation functions, so
+// fused results match stock's epilogue exactly; the standalone program passes its own.
+struct PlainEpilogue {
+    __device__ static float apply(Glu glu, float x, float g, float /*limit*/) {
+        return glu == Glu::mul ? x * g : glu == Glu::swiglu ? x * (g / (1.0f + expf(-g))) : x;
+    }
+};
+
+// Grid: (ceil(nrows / (kWarpsPerCta / SPLIT)), nchannels_dst, nsamples_dst); block: (32, kWarpsPerCta).
+// SPLIT warps share a row, taking every SPLIT-th tile; UNROLL tiles are in flight per warp.
+template <int SPLIT, int UNROLL, bool GATE, class Epilogue>
+__global__ void __launch_bounds__(kWarp * kWarpsPerCta)
+q8_gemv_kernel(const Problem p) {
+    constexpr int rows_per_cta = kWarpsPerCta / SPLIT;
+    __shared__ __align__(16) uint8_t stage[kWarpsPerCta][GATE ? 2 : 1][kTileSmemBytes];
+    __shared__ float partial[kWarpsPerCta][2];
+
+    const int lane    = threadIdx.x;
+    const int warp    = threadIdx.y;
+    const int slice   = warp % SPLIT;
+    const int row     = blockIdx.x * rows_per_cta + warp / SPLIT;
+    const int channel_dst = blockIdx.y;
+    const int sample_dst  = blockIdx.z;
+
+    const int channel_x = p.ids ? p.ids[channel_dst] : channel_dst / p.channel_ratio;
+    const int channel_y = p.ids ? channel_dst % p.nchannels_y : channel_dst;
+    const int sample_x  = sample_dst / p.sample_ratio;
+
+    float acc = 0.0f, acc_gate = 0.0f;
+    if (row < p.nrows) {
+        const int64_t xoff = (sample_x * p.sample_x + channel_x * p.channel_x + row * p.row_x) * kXBlockBytes;
+        const uint4 * xrow = reinterpret_cast<const uint4 *>(p.x + xoff);
+        const uint4 * grow = GATE ? reinterpret_cast<const uint4 *>(p.gate + xoff) : nullptr;
+        const uint8_t * yrow = p.y + (sample_dst * p.sample_y + channel_y * p.channel_y) * kYBlockBytes;
+        const int ntiles = (p.nblocks + kTileBlocks - 1) / kTileBlocks;
+
+        for (int tile0 = slice; tile0 < ntiles; tile0 += SPLIT * UNROLL) {
+            uint4 xv[UNROLL][kVecsPerLane];
+            uint4 gv[UNROLL][kVecsPerLane];
+            int   yq[UNROLL][8];
+            float dy[UNROLL];
+#pragma unroll
+            for (int u = 0; u < UNROLL; ++u) {
+                const int tile  = tile0 + u * SPLIT;
+                const int nblk  = tile < ntiles ? min(kTileBlocks, p.nblocks - tile * kTileBlocks) : 0;
+                const int nvecs = nblk * kXBlockBytes / 16;
+                if (lane < nblk) {  // this lane's activation block, fetched with the weights
+                    const uint8_t * yb = yrow + (int64_t) (tile * kTileBlocks + lane) * kYBlockBytes;
+                    dy[u] = __low2float(__ldg(reinterpret_cast<const half2 *>(yb)));
+#pragma unroll
+                    for (int i = 0; i < 8; ++i) {
+                        yq[u][i] = __ldg(reinterpret_cast<const int *>(yb + 4) + i);
+                    }
+                }
+#pragma unroll
+                for (int v = 0; v < kVecsPerLane; ++v) {
+                    const int idx = lane + v * kWarp;
+                    if (idx < nvecs) {
+                        xv[u][v] = load_stream(xrow + tile * kTileVecs + idx);
+                        if constexpr (GATE) {
+                            gv[u][v] = load_stream(grow + tile * kTileVecs + idx);
+                        }
+                    }
+                }
+            }
+#pragma unroll
+            for (int u = 0; u < UNROLL; ++u) {
+                const int tile = tile0 + u * SPLIT;
+                if (tile >= ntiles) {
+                    break;
+                }
+                const int nblk  = min(kTileBlocks, p.nblocks - tile * kTileBlocks);
+                const int nvecs = nblk * kXBlockBytes / 16;
+#pragma unroll
+                for (int v = 0; v < kVecsPerLane; ++v) {
+                    const int idx = lane + v * kWarp;
+                    if (idx < nvecs) {
+                        reinterpret_cast<uint4 *>(stage[warp][0])[idx] = xv[u][v];
+                        if constexpr (GATE) {
+                            reinterpret_cast<uint4 *>(stage[warp][1])[idx] = gv[u][v];
+                        }
+                    }
+                }
+                __syncwarp();
+                const int nused = p.sabotage ? nblk - 1 : nblk;
+                if (lane < nused) {
+                    acc += block_dot(stage[warp][0], lane, yq[u], dy[u]);
+                    if constexpr (GATE) {
+                        acc_gate += block_dot(stage[warp][1], lane, yq[u], dy[u]);
+                    }
+                }
+                __syncwarp();
+            }
+        }
+    }
+
+#pragma unroll
+    for (int offset = kWarp / 2; offset > 0; offset >>= 1) {
+        acc += __shfl_xor_sync(0xffffffff, acc, offset);
+        if constexpr (GATE) {
+            acc_gate += __shfl_xor_sync(0xffffffff, acc_gate, offset);
+        }
+    }
+    if constexpr (SPLIT > 1) {
+        if (lane == 0) {
+            partial[warp][0] = acc;
+            partial[warp][1] = acc_gate;
+        }
+        __syncthreads();
+        if (slice != 0) {
+            return;
+        }
+        acc = 0.0f;
+        acc_gate = 0.0f;
+#pragma unroll
+        for (int s = 0; s < SPLIT; ++s) {
+            acc += partial[warp + s][0];
+            acc_gate += partial[warp + s][1];
+        }
+    }
+    if (lane != 0 || row >= p.nrows) {
+        return;
+    }
+    const int     channel_bias = p.ids ? channel_x : channel_dst;
+    const int64_t out          = sample_dst * p.sample_dst + channel_dst * p.channel_dst + row;
+    const int64_t bias_at      = sample_dst * p.sample_dst + channel_bias * p.channel_dst + row;
+    float result = acc;
+    if (p.x_bias) {
+        result += p.x_bias[bias_at];
+    }
+    if constexpr (GATE) {
+        float g = acc_gate;
+        if (p.gate_bias) {
+            g += p.gate_bias[bias_at];
+        }
+        result = Epilogue::apply(p.glu, result, g, p.glu_limit);
+    }
+    p.dst[out] = result;
+}
+
+// Warps per row: enough CTAs to cover the GPU about twice, never more slices than tiles.
+inline int choose_split(int nrows, int nchannels, int nsamples, int nblocks, int sm_count) {
+    const int ntiles = (nblocks + kTileBlocks - 1) / kTileBlocks;
+    int split = 1;
+    while (split < kWarpsPerCta && split * 2 <= ntiles) {
+        const long ctas = (long) ((nrows + kWarpsPerCta / split - 1) / (kWarpsPerCta / split)) * nchannels * nsamples;
+        if (ctas >= 2L * sm_count) {
+            break;
+        }
+        split *= 2;
+    }
+    return split;
+}
+
+template <int UNROLL, bool GATE, class Epilogue>
+inline cudaError_t launch_with_split(const Problem & p, int split, int nchannels, int nsamples, cudaStream_t stream) {
+    const dim3 block(kWarp, kWarpsPerCta);
+    const int  rows_per_cta = kWarpsPerCta / split;
+    const dim3 grid((p.nrows + rows_per_cta - 1) / rows_per_cta, nchannels, nsamples);
+    switch (split) {
+        case 1: q8_gemv_kernel<1, UNROLL, GATE, Epilogue><<<grid, block, 0, stream>>>(p); break;
+        case 2: q8_gemv_kernel<2, UNROLL, GATE, Epilogue><<<grid, block, 0, stream>>>(p); break;
+        case 4: q8_gemv_kernel<4, UNROLL, GATE, Epilogue><<<grid, block, 0, stream>>>(p); break;
+        default: q8_gemv_kernel<8, UNROLL, GATE, Epilogue><<<grid, block, 0, stream>>>(p); break;
+    }
+    return cudaGetLastError();
+}
+
+// Launch for one token: grid.y over output channels (experts for MUL_MAT_ID), grid.z over samples.
+template <class Epilogue = PlainEpilogue, int UNROLL = 4>
+inline cudaError_t launch(const Problem & p, int nchannels_dst, int nsamples_dst, int sm_count, cudaStream_t stream,
+                          int split = 0) {
+    if (split <= 0) {
+        split = choose_split(p.nrows, nchannels_dst, nsamples_dst, p.nblocks, sm_count);
+    }
+    return p.gate ? launch_with_split<UNROLL, true, Epilogue>(p, split, nchannels_dst, nsamples_dst, stream)
+                  : launch_with_split<UNROLL, false, Epilogue>(p, split, nchannels_dst, nsamples_dst, stream);
+}
+
+// The layout conditions the kernel needs; anything else stays on ggml's MMVQ.
+inline bool layout_fits(const void * x, const void * gate, int64_t ncols, int64_t row_x, int64_t channel_x,
+                        int64_t sample_x) {
+    const auto aligned = [](const void * ptr) { return ptr == nullptr || (reinterpret_cast<uintptr_t>(ptr) % 16) == 0; };
+    const auto stride_ok = [](int64_t blocks) { return (blocks * kXBlockBytes) % 16 == 0; };
+    return ncols % (kRowAlignBlocks * kBlockValues) == 0 && aligned(x) && aligned(gate) && stride_ok(row_x) &&
+           stride_ok(channel_x) && stride_ok(sample_x);
+}
+
+}  // namespace fusekit_q8

@@ -1,0 +1,286 @@
+// Standalone check and timing of fusekit's one-token Q8_0 kernel (fusekit-q8-gemv.cuh), before ggml.
+//
+//   nvcc -O3 -std=c++17 -arch=sm_90 -o q8_gemv_bench kernels/q8_gemv_bench.cu
+//   ./q8_gemv_bench [--sabotage] [--json FILE]
+//
+// Check: random Q8_0 weights and q8_1 activations (fresh per shape, never zeros), output poisoned with
+// NaN before the launch, compared with a float64 reference of the same quantized data by
+// |out - ref| / |ref| (threshold 1e-5: fp32 sums of exact integer block dots). --sabotage runs the
+// kernel with its sabotage switch (drops one block per tile) and exits 0 only if every check FAILS.
+// Timing: CUDA events around 50 back-to-back launches, median of 15 such batches, rotating over
+// enough weight copies to exceed L2; beside it a plain 16-byte streaming read of the same bytes
+// (the floor), and the kernel at several unroll depths.
+#include "fusekit-q8-gemv.cuh"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <random>
+#include <string>
+#include <vector>
+
+#define CHECK(...)                                                                              \
+    do {                                                                                         \
+        cudaError_t err_ = (__VA_ARGS__);                                                           \
+        if (err_ != cudaSuccess) {                                                               \
+            std::fprintf(stderr, "%s:%d: %s\n", __FILE__, __LINE__, cudaGetErrorString(err_));   \
+            std::exit(2);                                                                        \
+        }                                                                                        \
+    } while (0)
+
+namespace {
+
+struct Shape {
+    int rows, k, experts, used;  // experts > 0: MUL_MAT_ID at one token with `used` experts
+    const char * what;
+};
+
+const Shape kShapes[] = {
+    {4096, 14336, 0, 0, "Llama-3-8B MLP down"},
+    {14336, 4096, 0, 0, "Llama-3-8B MLP gate/up"},
+    {28672, 4096, 0, 0, "Llama-3-8B gate+up fused"},
+    {128256, 4096, 0, 0, "Llama-3-8B output"},
+    {248320, 2048, 0, 0, "35B-A3B output"},
+    {8192, 2048, 0, 0, "35B-A3B attn q / gdn qkv"},
+    {4096, 2048, 0, 0, "35B-A3B gdn gate"},
+    {2048, 4096, 0, 0, "35B-A3B gdn out / attn o"},
+    {512, 2048, 0, 0, "35B-A3B attn k, v / shexp"},
+    {2048, 512, 0, 0, "35B-A3B shexp down"},
+    {32, 2048, 0, 0, "35B-A3B gdn alpha / beta"},
+    {512, 2048, 256, 8, "35B-A3B experts gate/up (id)"},
+    {2048, 512, 256, 8, "35B-A3B experts down (id)"},
+    {7, 1280, 0, 0, "edge: partial tile, few rows"},
+};
+
+uint16_t to_half_bits(float f) {
+    const __half h = __float2half(f);
+    uint16_t bits;
+    std::memcpy(&bits, &h, 2);
+    return bits;
+}
+
+float from_half_bits(uint16_t bits) {
+    __half h;
+    std::memcpy(&h, &bits, 2);
+    return __half2float(h);
+}
+
+struct HostData {
+    std::vector<uint8_t> x, y;
+    std::vector<int32_t> ids;
+    std::vector<double> ref;
+};
+
+// Weights [experts or 1][rows][k/32 blocks], activations [used or 1][k/32 blocks], reference in float64.
+HostData make_data(const Shape & s, std::mt19937 & rng) {
+    const int nb = s.k / 32, nmat = s.experts ? s.experts : 1, nact = s.experts ? s.used : 1;
+    HostData h;
+    h.x.resize(size_t(nmat) * s.rows * nb * 34);
+    h.y.resize(size_t(nact) * nb * 36);
+    std::uniform_int_distribution<int> q(-127, 127);
+    std::uniform_real_distribution<float> scale(0.2e-3f, 2e-3f);
+    for (size_t b = 0; b < h.x.size() / 34; ++b) {
+        const uint16_t d = to_half_bits(scale(rng));
+        std::memcpy(&h.x[b * 34], &d, 2);
+        for (int i = 0; i < 32; ++i) h.x[b * 34 + 2 + i] = uint8_t(int8_t(q(rng)));
+    }
+    for (size_t b = 0; b < h.y.size() / 36; ++b) {
+        const uint16_t d = to_half_bits(scale(rng) * 10), sum = 0;
+        std::memcpy(&h.y[b * 36], &d, 2);
+        std::memcpy(&h.y[b * 36 + 2], &sum, 2);
+        for (int i = 0; i < 32; ++i) h.y[b * 36 + 4 + i] = uint8_t(int8_t(q(rng)));
+    }
+    std::vector<int> perm(nmat);
+    for (int i = 0; i < nmat; ++i) perm[i] = i;
+    std::shuffle(perm.begin(), perm.end(), rng);
+    for (int j = 0; j < nact; ++j) h.ids.push_back(s.experts ? perm[j] : 0);
+    h.ref.assign(size_t(nact) * s.rows, 0.0);
+    for (int j = 0; j < nact; ++j) {
+        const uint8_t * yb = &h.y[size_t(j) * nb * 36];
+        for (int r = 0; r < s.rows; ++r) {
+            const uint8_t * xr = &h.x[(size_t(h.ids[j]) * s.rows + r) * nb * 34];
+            double acc = 0.0;
+            for (int b = 0; b < nb; ++b) {
+                uint16_t dx, dy;
+                std::memcpy(&dx, xr + b * 34, 2);
+                std::memcpy(&dy, yb + b * 36, 2);
+                long sumi = 0;
+                for (int i = 0; i < 32; ++i) sumi += long(int8_t(xr[b * 34 + 2 + i])) * int8_t(yb[b * 36 + 4 + i]);
+                acc += double(from_half_bits(dx)) * double(from_half_bits(dy)) * double(sumi);
+            }
+            h.ref[size_t(j) * s.rows + r] = acc;
+        }
+    }
+    return h;
+}
+
+fusekit_q8::Problem problem_for(const Shape & s, const uint8_t * x, const uint8_t * y, const int32_t * ids, float * dst,
+                                int sabotage) {
+    fusekit_q8::Problem p{};
+    p.x = x;
+    p.y = y;
+    p.ids = s.experts ? ids : nullptr;
+    p.dst = dst;
+    p.nblocks = s.k / 32;
+    p.nrows = s.rows;
+    p.row_x = s.k / 32;
+    p.channel_x = int64_t(s.rows) * (s.k / 32);
+    p.channel_y = s.k / 32;
+    p.channel_dst = s.rows;
+    p.nchannels_y = s.experts ? s.used : 1;
+    p.channel_ratio = 1;
+    p.sample_ratio = 1;
+    p.sabotage = sabotage;
+    return p;
+}
+
+__global__ void stream_read(const uint4 * src, size_t n, uint4 * sink) {
+    uint4 acc = make_uint4(0, 0, 0, 0);
+    for (size_t i = blockIdx.x * size_t(blockDim.x) + threadIdx.x; i < n; i += size_t(gridDim.x) * blockDim.x) {
+        const uint4 v = __ldcs(src + i);
+        acc.x ^= v.x; acc.y ^= v.y; acc.z ^= v.z; acc.w ^= v.w;
+    }
+    if ((acc.x ^ acc.y ^ acc.z ^ acc.w) == 0x9e3779b9u) *sink = acc;  // keeps the loads alive
+}
+
+template <class Launch>
+double median_us(Launch launch, int copies) {
+    cudaEvent_t a, b;
+    CHECK(cudaEventCreate(&a));
+    CHECK(cudaEventCreate(&b));
+    for (int i = 0; i < 10; ++i) launch(i % copies);
+    CHECK(cudaDeviceSynchronize());
+    std::vector<double> batches;
+    constexpr int per_batch = 50;
+    for (int r = 0; r < 15; ++r) {
+        CHECK(cudaEventRecord(a));
+        for (int i = 0; i < per_batch; ++i) launch(i % copies);
+        CHECK(cudaEventRecord(b));
+        CHECK(cudaEventSynchronize(b));
+        float ms = 0;
+        CHECK(cudaEventElapsedTime(&ms, a, b));
+        batches.push_back(1000.0 * ms / per_batch);
+    }
+    CHECK(cudaGetLastError());
+    std::sort(batches.begin(), batches.end());
+    CHECK(cudaEventDestroy(a));
+    CHECK(cudaEventDestroy(b));
+    return batches[batches.size() / 2];
+}
+
+}  // namespace
+
+int main(int argc, char ** argv) {
+    bool sabotage = false;
+    const char * json_path = nullptr;
+    for (int i = 1; i < argc; ++i) {
+        if (!std::strcmp(argv[i], "--sabotage")) sabotage = true;
+        else if (!std::strcmp(argv[i], "--json") && i + 1 < argc) json_path = argv[++i];
+        else { std::fprintf(stderr, "usage: %s [--sabotage] [--json FILE]\n", argv[0]); return 2; }
+    }
+    int device = 0, sm_count = 0;
+    CHECK(cudaGetDevice(&device));
+    CHECK(cudaDeviceGetAttribute(&sm_count, cudaDevAttrMultiProcessorCount, device));
+    cudaDeviceProp prop;
+    CHECK(cudaGetDeviceProperties(&prop, device));
+    const size_t l2 = size_t(prop.l2CacheSize);
+
+    std::mt19937 rng(20261130);
+    std::string json = "{\"device\": \"" + std::string(prop.name) + "\", \"sm_count\": " + std::to_string(sm_count) +
+                       ", \"l2_bytes\": " + std::to_string(l2) + ", \"sabotage\": " + (sabotage ? "true" : "false") +
+                       ", \"shapes\": [";
+    int failures = 0, checks = 0;
+    std::printf("%-32s %8s %6s %9s %8s %8s %8s %8s %7s %7s %9s\n", "shape", "MB", "split", "rel_err", "floor_us", "u2_us",
+                "u4_us", "u8_us", "TB/s", "floor%", "verdict");
+    for (const Shape & s : kShapes) {
+        HostData h = make_data(s, rng);
+        const int nact = s.experts ? s.used : 1;
+        const size_t touched = size_t(nact) * s.rows * (s.k / 32) * 34;  // bytes the token reads
+        const int copies = int(std::min<size_t>(16, std::max<size_t>(1, 4 * l2 / h.x.size() + 1)));
+        uint8_t * dx = nullptr;
+        uint8_t * dy = nullptr;
+        int32_t * dids = nullptr;
+        float * ddst = nullptr;
+        uint4 * sink = nullptr;
+        CHECK(cudaMalloc(&dx, h.x.size() * copies));
+        CHECK(cudaMalloc(&dy, h.y.size()));
+        CHECK(cudaMalloc(&dids, h.ids.size() * 4));
+        CHECK(cudaMalloc(&ddst, h.ref.size() * 4));
+        CHECK(cudaMalloc(&sink, 16));
+        for (int c = 0; c < copies; ++c) CHECK(cudaMemcpy(dx + c * h.x.size(), h.x.data(), h.x.size(), cudaMemcpyHostToDevice));
+        CHECK(cudaMemcpy(dy, h.y.data(), h.y.size(), cudaMemcpyHostToDevice));
+        CHECK(cudaMemcpy(dids, h.ids.data(), h.ids.size() * 4, cudaMemcpyHostToDevice));
+
+        // Correctness: poison, run once, compare with the float64 reference.
+        std::vector<float> out(h.ref.size());
+        CHECK(cudaMemset(ddst, 0xff, h.ref.size() * 4));  // NaN
+        const fusekit_q8::Problem p = problem_for(s, dx, dy, dids, ddst, sabotage ? 1 : 0);
+        CHECK(fusekit_q8::launch(p, nact, 1, sm_count, nullptr));
+        CHECK(cudaDeviceSynchronize());
+        CHECK(cudaMemcpy(out.data(), ddst, out.size() * 4, cudaMemcpyDeviceToHost));
+        double num = 0, den = 0;
+        bool finite = true;
+        for (size_t i = 0; i < out.size(); ++i) {
+            finite = finite && std::isfinite(out[i]);
+            num += (out[i] - h.ref[i]) * (out[i] - h.ref[i]);
+            den += h.ref[i] * h.ref[i];
+        }
+        const double rel = finite ? std::sqrt(num / den) : INFINITY;
+        const bool ok = finite && rel < 1e-5;
+        ++checks;
+        failures += ok ? 0 : 1;
+
+        // Timing: the floor (a plain 16-byte read of the bytes one token touches), then the kernel.
+        const size_t row_bytes = size_t(s.rows) * (s.k / 32) * 34;
+        double t_floor = 0, t2 = 0, t4 = 0, t8 = 0;
+        if (!sabotage) {
+            t_floor = median_us([&](int c) {
+                const uint4 * src = reinterpret_cast<const uint4 *>(dx + c * h.x.size());
+                stream_read<<<sm_count * 8, 256>>>(src, touched / 16, sink);
+            }, copies);
+            (void) row_bytes;
+            auto timed = [&](auto unroll_tag) {
+                constexpr int U = decltype(unroll_tag)::value;
+                return median_us([&](int c) {
+                    fusekit_q8::Problem q = problem_for(s, dx + c * h.x.size(), dy, dids, ddst, 0);
+                    CHECK(fusekit_q8::launch<fusekit_q8::PlainEpilogue, U>(q, nact, 1, sm_count, nullptr));
+                }, copies);
+            };
+            t2 = timed(std::integral_constant<int, 2>{});
+            t4 = timed(std::integral_constant<int, 4>{});
+            t8 = timed(std::integral_constant<int, 8>{});
+        }
+        const int split = fusekit_q8::choose_split(s.rows, nact, 1, s.k / 32, sm_count);
+        const double tbs = t4 > 0 ? touched / (t4 * 1e-6) / 1e12 : 0;
+        std::printf("%-32s %8.1f %6d %9.2e %8.2f %8.2f %8.2f %8.2f %7.2f %6.0f%% %9s\n", s.what, touched / 1e6, split, rel,
+                    t_floor, t2, t4, t8, tbs, t4 > 0 ? 100.0 * t_floor / t4 : 0.0, ok ? "ok" : "WRONG");
+        char row[768];
+        std::snprintf(row, sizeof row,
+                      "%s{\"what\": \"%s\", \"rows\": %d, \"k\": %d, \"experts\": %d, \"used\": %d, \"bytes\": %zu, "
+                      "\"split\": %d, \"rel_err\": %.3e, \"ok\": %s, \"floor_us\": %.3f, \"unroll2_us\": %.3f, "
+                      "\"unroll4_us\": %.3f, \"unroll8_us\": %.3f, \"weight_copies\": %d}",
+                      checks > 1 ? ", " : "", s.what, s.rows, s.k, s.experts, s.used, touched, split,
+                      std::isfinite(rel) ? rel : 1e300, ok ? "true" : "false", t_floor, t2, t4, t8, copies);
+        json += row;
+        CHECK(cudaFree(dx));
+        CHECK(cudaFree(dy));
+        CHECK(cudaFree(dids));
+        CHECK(cudaFree(ddst));
+        CHECK(cudaFree(sink));
+    }
+    json += "], \"checks\": " + std::to_string(checks) + ", \"failures\": " + std::to_string(failures) + "}\n";
+    if (json_path) {
+        FILE * f = std::fopen(json_path, "w");
+        if (!f) { std::perror(json_path); return 2; }
+        std::fputs(json.c_str(), f);
+        std::fclose(f);
+    }
+    if (sabotage) {
+        std::printf("sabotage: %d of %d checks failed (all must)\n", failures, checks);
+        return failures == checks ? 0 : 1;
+    }
+    std::printf("%d of %d checks passed\n", checks - failures, checks);
+    return failures == 0 ? 0 : 1;
+}

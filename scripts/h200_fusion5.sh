@@ -1,0 +1,128 @@
+#!/usr/bin/env bash
+# The fusion-5 (q8-gemv) session on the H200, in steps that each fit one 10-minute device command.
+# Builds, model and setup come from scripts/gpu_batch.sh; results land in the batch folder B.
+#
+#   scripts/h200_fusion5.sh B start     # setup; the standalone kernel check + timing (GPU otherwise idle);
+#                                       # detached CUDA builds of stock, fusion-5, fusion-5+sabotage; 35B model
+#   scripts/h200_fusion5.sh B wait      # poll the builds
+#   scripts/h200_fusion5.sh B check     # test-backend-ops: fusion-5 full MUL_MAT/MUL_MAT_ID/fusion cases pass,
+#                                       # sabotage fails, sabotage with GGML_CUDA_DISABLE_FUSION=1 passes
+#   scripts/h200_fusion5.sh B race      # bridge: stock vs fusion-5 mul_mat (checked, then timed); sabotage check
+#   scripts/h200_fusion5.sh B eval      # fusekit eval fusion-5 vs stock on the 35B preset (tok/s, ppl, KL, text)
+#   scripts/h200_fusion5.sh B profile   # fusekit profile: stock and fusion-5 recorded and compared (16 tokens)
+#   scripts/h200_fusion5.sh B pack OUT  # tar the results (not models, not traces) into OUT
+#
+# Never changes clocks or power settings: each step records clocks and temperature instead.
+set -euo pipefail
+B=${1:?batch folder}; STEP=${2:?step}
+REPO=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+export FUSEKIT_HOME=${FUSEKIT_HOME:-/tmp/fusekit-gpu} MODELS=${MODELS:-/tmp/fusekit-models}
+BIG=$MODELS/qwen3.6-35b-a3b.gguf
+SABOTAGE=$REPO/tests/patches/sabotage-q8-gemv.patch
+VARIANTS=(fusion-5 "fusion-5+$SABOTAGE")
+mkdir -p "$B/results" "$B/logs"
+fusekit() { python3 -c 'import sys; from fusekit.cli import main; sys.argv[0] = "fusekit"; main()' "$@"; }
+use_site() {
+  export PYTHONPATH="$REPO:$FUSEKIT_HOME/site${PYTHONPATH:+:$PYTHONPATH}"
+  FUSEKIT_NSYS_LIBS=$(dirname "$(find "$FUSEKIT_HOME/nsys-debs" -name 'libdw.so.1' | head -n 1)")
+  export FUSEKIT_NSYS_LIBS
+}
+bin_of() { ls -d "$FUSEKIT_HOME"/trees/"$1"/build-cuda*/bin | head -n 1; }
+smi() { nvidia-smi --query-gpu=timestamp,clocks.sm,clocks.mem,temperature.gpu,power.draw --format=csv,noheader \
+  >>"$B/results/clocks.csv" 2>&1 || true; echo "$1" >>"$B/results/clocks.csv"; }
+
+tbo() {  # tbo NAME EXPECT BIN [ENV=VAL] ARGS...: test-backend-ops on CUDA0, EXPECT pass|fail
+  local name=$1 expect=$2 bin=$3; shift 3
+  local envs=()
+  while [[ $# -gt 0 && "$1" == *=* && "$1" != -* ]]; do envs+=("$1"); shift; done
+  local rc=0
+  env "${envs[@]}" "$bin/test-backend-ops" test -b CUDA0 "$@" >"$B/logs/tbo-$name.log" 2>&1 || rc=$?
+  local summary
+  summary=$(grep -E "tests passed|Backend CUDA0: " "$B/logs/tbo-$name.log" | tr '\n' ' ' | head -c 300)
+  local failed
+  failed=$(grep -c "FAIL" "$B/logs/tbo-$name.log" || true)
+  local verdict=ok
+  if [[ $expect == pass && $rc -ne 0 ]] || [[ $expect == fail && $rc -eq 0 ]]; then verdict=UNEXPECTED; fi
+  echo "$name expect=$expect rc=$rc failed_lines=$failed verdict=$verdict :: $summary" | tee -a "$B/results/checks.txt"
+}
+
+case "$STEP" in
+  start)
+    smi start
+    "$REPO/scripts/gpu_batch.sh" "$B" setup
+    use_site
+    echo "== standalone kernel: compile, check, sabotage, timing"
+    nvcc -O3 -std=c++17 -arch=sm_90 -Xptxas -v -o "$B/q8_gemv_bench" "$REPO/kernels/q8_gemv_bench.cu" \
+      >"$B/logs/nvcc-bench.log" 2>&1 || { tail -n 20 "$B/logs/nvcc-bench.log"; exit 1; }
+    "$B/q8_gemv_bench" --json "$B/results/q8-gemv-standalone.json" 2>&1 | tee "$B/logs/standalone.log" || true
+    "$B/q8_gemv_bench" --sabotage --json "$B/results/q8-gemv-standalone-sabotage.json" 2>&1 | tail -n 2 \
+      | tee "$B/logs/standalone-sabotage.log" || true
+    smi standalone
+    echo "== detached builds"
+    POLL_SECONDS=0 "$REPO/scripts/gpu_batch.sh" "$B" build "${VARIANTS[@]}" || [ $? = 3 ]
+    "$REPO/scripts/gpu_batch.sh" "$B" synth 2>&1 | tail -n 3
+    POLL_SECONDS=${POLL_SECONDS:-360} "$REPO/scripts/gpu_batch.sh" "$B" wait
+    ;;
+  wait)
+    POLL_SECONDS=${POLL_SECONDS:-540} "$REPO/scripts/gpu_batch.sh" "$B" wait
+    ;;
+  check)
+    use_site
+    smi check
+    F5=$(bin_of fusion-5); SB=$(bin_of "fusion-5+sabotage-q8-gemv"); ST=$(bin_of stock)
+    Q8='type_a=q8_0|type=q8_0'
+    tbo stock-q8 pass "$ST" -o MUL_MAT -p "$Q8"
+    for op in MUL_MAT MUL_MAT_ID MUL_MAT_VEC_FUSION; do tbo "fusion-5-$op" pass "$F5" -o "$op"; done
+    for op in MUL_MAT MUL_MAT_ID MUL_MAT_VEC_FUSION; do tbo "sabotage-$op" fail "$SB" -o "$op" -p "$Q8"; done
+    tbo sabotage-disabled-MUL_MAT pass "$SB" GGML_CUDA_DISABLE_FUSION=1 -o MUL_MAT -p "$Q8"
+    echo "== test-backend-ops perf, q8_0 at one token"
+    for v in stock fusion-5; do
+      "$(bin_of "$v")/test-backend-ops" perf -b CUDA0 -o MUL_MAT -p 'type_a=q8_0,type_b=f32,m=[0-9]+,n=1,' \
+        >"$B/results/tbo-perf-$v.txt" 2>&1 || true
+    done
+    grep -h "MUL_MAT" "$B"/results/tbo-perf-*.txt | head -n 40
+    smi check
+    ;;
+  race)
+    use_site
+    smi race
+    python3 -m ggml_bridge mulmat --lib-dir "stock=$(bin_of stock)" --lib-dir "fusion-5=$(bin_of fusion-5)" \
+      --backend CUDA0 --types q8_0 --shapes seed --tokens 1,2,4,8 --check-tokens 1,2,3,8,64 \
+      --out "$B/results/bench-mulmat-fusion-5.json" >"$B/results/bench-mulmat-fusion-5.txt" 2>"$B/logs/race.log" \
+      || echo "race exit $?"
+    tail -n 45 "$B/results/bench-mulmat-fusion-5.txt"
+    python3 -m ggml_bridge mulmat --lib-dir "sabotage=$(bin_of "fusion-5+sabotage-q8-gemv")" --backend CUDA0 \
+      --types q8_0 --shapes seed --check-tokens 1 --check --out "$B/results/bench-mulmat-sabotage-check.json" \
+      >"$B/results/bench-mulmat-sabotage-check.txt" 2>&1 && echo "sabotage bridge check: PASSED (unexpected)" \
+      || echo "sabotage bridge check failed as it must (exit $?)"
+    smi race
+    ;;
+  eval)
+    use_site
+    smi eval
+    fusekit reset >/dev/null
+    fusekit eval fusion-5 --against stock --model "$BIG" --backend cuda --cuda-arch 90 -p 512 -n 128 \
+      --rounds "${ROUNDS:-3}" -r "${REPS:-5}" --ppl --kl --chunks 4 --prompts 4 --tokens 64 \
+      --json "$B/results/eval-fusion-5-35b.json" 2>&1 | tee "$B/logs/eval.log" | tail -n 45
+    smi eval
+    ;;
+  profile)
+    use_site
+    smi profile
+    fusekit reset >/dev/null
+    fusekit apply fusion-5 >/dev/null
+    mkdir -p "$B/traces"
+    fusekit profile --model "$BIG" --decode 16 --out "$B/traces" \
+      --json "$B/results/profile-fusion-5-vs-stock.json" --csv "$B/results/profile-fusion-5-vs-stock.csv" 2>&1 \
+      | tail -n 40
+    fusekit reset >/dev/null
+    smi profile
+    ;;
+  pack)
+    OUTDIR=${3:?output folder}
+    tar -czf "$OUTDIR/batch-$(date -u +%H%M%S).tgz" -C "$B" --exclude='traces' --exclude='*.sqlite' \
+      --exclude='*.nsys-rep' --exclude='*.qdstrm' --exclude='q8_gemv_bench' .
+    ls -l "$OUTDIR"
+    ;;
+  *) echo "unknown step $STEP" >&2; exit 2 ;;
+esac
