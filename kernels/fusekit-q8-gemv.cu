@@ -12,8 +12,10 @@
 
 namespace {
 
-// ggml's own activation functions, so a fused gate/up epilogue matches MMVQ's exactly.
-struct GgmlEpilogue {
+// ggml's programmatic-dependent-launch wait, and ggml's own activation functions, so a fused
+// gate/up epilogue matches MMVQ's exactly.
+struct GgmlHooks {
+    __device__ static void wait_for_inputs() { ggml_cuda_pdl_sync(); }
     __device__ static float apply(fusekit_q8::Glu glu, float x, float g, float limit) {
         switch (glu) {
             case fusekit_q8::Glu::swiglu:       return x * ggml_cuda_op_silu_single(g);
@@ -45,7 +47,7 @@ bool fusion_disabled() {
 
 bool fusekit_q8_gemv_try(
         ggml_type type, const void * vx, const void * vy, const int32_t * ids, const ggml_cuda_mm_fusion_args_device & fusion,
-        float * dst, int64_t ncols_x, int64_t nrows_x, int64_t ncols_dst,
+        bool x_is_weight, float * dst, int64_t ncols_x, int64_t nrows_x, int64_t ncols_dst,
         int64_t stride_row_x, int64_t stride_col_y, int64_t stride_col_dst,
         int64_t nchannels_x, int64_t nchannels_y, int64_t nchannels_dst,
         int64_t stride_channel_x, int64_t stride_channel_y, int64_t stride_channel_dst,
@@ -87,9 +89,11 @@ bool fusekit_q8_gemv_try(
     p.nchannels_y   = int(nchannels_y);
     p.channel_ratio = ids ? 1 : int(nchannels_dst / nchannels_x);
     p.sample_ratio  = int(nsamples_dst / nsamples_x);
+    p.x_is_weight   = x_is_weight ? 1 : 0;
     p.sabotage      = 0;
 
     const int sm_count = ggml_cuda_info().devices[ggml_cuda_get_device()].nsm;
-    CUDA_CHECK(fusekit_q8::launch<GgmlEpilogue>(p, int(nchannels_dst), int(nsamples_dst), sm_count, stream));
+    const fusekit_q8::Launch l = fusekit_q8::plan<GgmlHooks>(p, int(nchannels_dst), int(nsamples_dst), sm_count);
+    ggml_cuda_kernel_launch(l.kernel, ggml_cuda_kernel_launch_params(l.grid, l.block, 0, stream), p);
     return true;
 }

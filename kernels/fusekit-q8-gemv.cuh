@@ -54,6 +54,7 @@ struct Problem {
     int   nchannels_y;
     int   channel_ratio;        // nchannels_dst / nchannels_x (no ids)
     int   sample_ratio;         // nsamples_dst / nsamples_x
+    int   x_is_weight;          // 1: x is not written by earlier kernels, so it may be read before the wait
     int   sabotage;             // 1: drop the last block of every tile (must fail every check)
 };
 
@@ -77,9 +78,12 @@ __device__ __forceinline__ float block_dot(const uint8_t * tile, int lane, const
     return dx * dy * (float) sumi;
 }
 
-// The GLU epilogue is a policy: ggml's glue passes one built on ggml's own activation functions, so
-// fused results match stock's epilogue exactly; the standalone program passes its own.
-struct PlainEpilogue {
+// Hooks are a policy: ggml's glue passes ones built on ggml's own activation functions (so a fused
+// gate/up epilogue matches MMVQ's exactly) and on its programmatic-dependent-launch wait; the
+// standalone program passes these.
+struct PlainHooks {
+    // Called before reading anything an earlier kernel wrote and before writing the output.
+    __device__ static void wait_for_inputs() {}
     __device__ static float apply(Glu glu, float x, float g, float /*limit*/) {
         return glu == Glu::mul ? x * g : glu == Glu::swiglu ? x * (g / (1.0f + expf(-g))) : x;
     }
@@ -87,21 +91,29 @@ struct PlainEpilogue {
 
 // Grid: (ceil(nrows / (kWarpsPerCta / SPLIT)), nchannels_dst, nsamples_dst); block: (32, kWarpsPerCta).
 // SPLIT warps share a row, taking every SPLIT-th tile; UNROLL tiles are in flight per warp.
-template <int SPLIT, int UNROLL, bool GATE, class Epilogue>
+template <int SPLIT, int UNROLL, bool GATE, class Hooks>
 __global__ void __launch_bounds__(kWarp * kWarpsPerCta)
 q8_gemv_kernel(const Problem p) {
     constexpr int rows_per_cta = kWarpsPerCta / SPLIT;
     __shared__ __align__(16) uint8_t stage[kWarpsPerCta][GATE ? 2 : 1][kTileSmemBytes];
     __shared__ float partial[kWarpsPerCta][2];
 
-    const int lane    = threadIdx.x;
-    const int warp    = threadIdx.y;
-    const int slice   = warp % SPLIT;
-    const int row     = blockIdx.x * rows_per_cta + warp / SPLIT;
+    const int lane        = threadIdx.x;
+    const int warp        = threadIdx.y;
+    const int slice       = warp % SPLIT;
+    const int row         = blockIdx.x * rows_per_cta + warp / SPLIT;
     const int channel_dst = blockIdx.y;
     const int sample_dst  = blockIdx.z;
 
-    const int channel_x = p.ids ? p.ids[channel_dst] : channel_dst / p.channel_ratio;
+    if (!p.x_is_weight) {
+        Hooks::wait_for_inputs();
+    }
+    // ids come from the router kernel: read them after the wait (the weight rows they pick follow).
+    int channel_x = channel_dst / p.channel_ratio;
+    if (p.ids) {
+        Hooks::wait_for_inputs();
+        channel_x = p.ids[channel_dst];
+    }
     const int channel_y = p.ids ? channel_dst % p.nchannels_y : channel_dst;
     const int sample_x  = sample_dst / p.sample_ratio;
 
@@ -118,19 +130,12 @@ q8_gemv_kernel(const Problem p) {
             uint4 gv[UNROLL][kVecsPerLane];
             int   yq[UNROLL][8];
             float dy[UNROLL];
+            // 1. the weight tiles, 16 bytes per load, UNROLL tiles ahead
 #pragma unroll
             for (int u = 0; u < UNROLL; ++u) {
                 const int tile  = tile0 + u * SPLIT;
                 const int nblk  = tile < ntiles ? min(kTileBlocks, p.nblocks - tile * kTileBlocks) : 0;
                 const int nvecs = nblk * kXBlockBytes / 16;
-                if (lane < nblk) {  // this lane's activation block, fetched with the weights
-                    const uint8_t * yb = yrow + (int64_t) (tile * kTileBlocks + lane) * kYBlockBytes;
-                    dy[u] = __low2float(__ldg(reinterpret_cast<const half2 *>(yb)));
-#pragma unroll
-                    for (int i = 0; i < 8; ++i) {
-                        yq[u][i] = __ldg(reinterpret_cast<const int *>(yb + 4) + i);
-                    }
-                }
 #pragma unroll
                 for (int v = 0; v < kVecsPerLane; ++v) {
                     const int idx = lane + v * kWarp;
@@ -142,6 +147,24 @@ q8_gemv_kernel(const Problem p) {
                     }
                 }
             }
+            // 2. the activations (written by the quantize kernel just before): after the wait
+            if (tile0 == slice) {
+                Hooks::wait_for_inputs();
+            }
+#pragma unroll
+            for (int u = 0; u < UNROLL; ++u) {
+                const int tile = tile0 + u * SPLIT;
+                const int nblk = tile < ntiles ? min(kTileBlocks, p.nblocks - tile * kTileBlocks) : 0;
+                if (lane < nblk) {
+                    const uint8_t * yb = yrow + (int64_t) (tile * kTileBlocks + lane) * kYBlockBytes;
+                    dy[u] = __low2float(__ldg(reinterpret_cast<const half2 *>(yb)));
+#pragma unroll
+                    for (int i = 0; i < 8; ++i) {
+                        yq[u][i] = __ldg(reinterpret_cast<const int *>(yb + 4) + i);
+                    }
+                }
+            }
+            // 3. each tile through shared memory: lane i takes block i
 #pragma unroll
             for (int u = 0; u < UNROLL; ++u) {
                 const int tile = tile0 + u * SPLIT;
@@ -200,6 +223,7 @@ q8_gemv_kernel(const Problem p) {
     if (lane != 0 || row >= p.nrows) {
         return;
     }
+    Hooks::wait_for_inputs();  // the output may share memory an earlier kernel still reads
     const int     channel_bias = p.ids ? channel_x : channel_dst;
     const int64_t out          = sample_dst * p.sample_dst + channel_dst * p.channel_dst + row;
     const int64_t bias_at      = sample_dst * p.sample_dst + channel_bias * p.channel_dst + row;
@@ -212,7 +236,7 @@ q8_gemv_kernel(const Problem p) {
         if (p.gate_bias) {
             g += p.gate_bias[bias_at];
         }
-        result = Epilogue::apply(p.glu, result, g, p.glu_limit);
+        result = Hooks::apply(p.glu, result, g, p.glu_limit);
     }
     p.dst[out] = result;
 }
@@ -231,29 +255,46 @@ inline int choose_split(int nrows, int nchannels, int nsamples, int nblocks, int
     return split;
 }
 
-template <int UNROLL, bool GATE, class Epilogue>
-inline cudaError_t launch_with_split(const Problem & p, int split, int nchannels, int nsamples, cudaStream_t stream) {
-    const dim3 block(kWarp, kWarpsPerCta);
-    const int  rows_per_cta = kWarpsPerCta / split;
-    const dim3 grid((p.nrows + rows_per_cta - 1) / rows_per_cta, nchannels, nsamples);
+using KernelFn = void (*)(Problem);
+
+template <int UNROLL, bool GATE, class Hooks>
+inline KernelFn kernel_with_split(int split) {
     switch (split) {
-        case 1: q8_gemv_kernel<1, UNROLL, GATE, Epilogue><<<grid, block, 0, stream>>>(p); break;
-        case 2: q8_gemv_kernel<2, UNROLL, GATE, Epilogue><<<grid, block, 0, stream>>>(p); break;
-        case 4: q8_gemv_kernel<4, UNROLL, GATE, Epilogue><<<grid, block, 0, stream>>>(p); break;
-        default: q8_gemv_kernel<8, UNROLL, GATE, Epilogue><<<grid, block, 0, stream>>>(p); break;
+        case 1:  return q8_gemv_kernel<1, UNROLL, GATE, Hooks>;
+        case 2:  return q8_gemv_kernel<2, UNROLL, GATE, Hooks>;
+        case 4:  return q8_gemv_kernel<4, UNROLL, GATE, Hooks>;
+        default: return q8_gemv_kernel<8, UNROLL, GATE, Hooks>;
     }
-    return cudaGetLastError();
 }
 
-// Launch for one token: grid.y over output channels (experts for MUL_MAT_ID), grid.z over samples.
-template <class Epilogue = PlainEpilogue, int UNROLL = 4>
-inline cudaError_t launch(const Problem & p, int nchannels_dst, int nsamples_dst, int sm_count, cudaStream_t stream,
-                          int split = 0) {
+// The kernel and launch shape for one token: grid.y over output channels (experts for MUL_MAT_ID),
+// grid.z over samples. Callers launch it their own way (ggml: with programmatic dependent launch).
+struct Launch {
+    KernelFn kernel;
+    dim3     grid;
+    dim3     block;
+};
+
+template <class Hooks = PlainHooks, int UNROLL = 4>
+inline Launch plan(const Problem & p, int nchannels_dst, int nsamples_dst, int sm_count, int split = 0) {
     if (split <= 0) {
         split = choose_split(p.nrows, nchannels_dst, nsamples_dst, p.nblocks, sm_count);
     }
-    return p.gate ? launch_with_split<UNROLL, true, Epilogue>(p, split, nchannels_dst, nsamples_dst, stream)
-                  : launch_with_split<UNROLL, false, Epilogue>(p, split, nchannels_dst, nsamples_dst, stream);
+    const int rows_per_cta = kWarpsPerCta / split;
+    Launch l;
+    l.kernel = p.gate ? kernel_with_split<UNROLL, true, Hooks>(split) : kernel_with_split<UNROLL, false, Hooks>(split);
+    l.grid   = dim3((p.nrows + rows_per_cta - 1) / rows_per_cta, nchannels_dst, nsamples_dst);
+    l.block  = dim3(kWarp, kWarpsPerCta);
+    return l;
+}
+
+// A plain launch (standalone program).
+template <class Hooks = PlainHooks, int UNROLL = 4>
+inline cudaError_t launch(const Problem & p, int nchannels_dst, int nsamples_dst, int sm_count, cudaStream_t stream,
+                          int split = 0) {
+    const Launch l = plan<Hooks, UNROLL>(p, nchannels_dst, nsamples_dst, sm_count, split);
+    l.kernel<<<l.grid, l.block, 0, stream>>>(p);
+    return cudaGetLastError();
 }
 
 // The layout conditions the kernel needs; anything else stays on ggml's MMVQ.

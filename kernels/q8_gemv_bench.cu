@@ -132,6 +132,7 @@ fusekit_q8::Problem problem_for(const Shape & s, const uint8_t * x, const uint8_
     p.nchannels_y = s.experts ? s.used : 1;
     p.channel_ratio = 1;
     p.sample_ratio = 1;
+    p.x_is_weight = 1;
     p.sabotage = sabotage;
     return p;
 }
@@ -245,7 +246,7 @@ int main(int argc, char ** argv) {
                 constexpr int U = decltype(unroll_tag)::value;
                 return median_us([&](int c) {
                     fusekit_q8::Problem q = problem_for(s, dx + c * h.x.size(), dy, dids, ddst, 0);
-                    CHECK(fusekit_q8::launch<fusekit_q8::PlainEpilogue, U>(q, nact, 1, sm_count, nullptr));
+                    CHECK(fusekit_q8::launch<fusekit_q8::PlainHooks, U>(q, nact, 1, sm_count, nullptr));
                 }, copies);
             };
             t2 = timed(std::integral_constant<int, 2>{});
