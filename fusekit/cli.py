@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import os
 import sys
+from pathlib import Path
 
 import click
 
@@ -11,6 +13,7 @@ from ggml_bridge.cli import bench
 
 from . import __version__
 from .build import BACKENDS, BuildOptions, BuildResult, build_variant
+from .compilecheck import compile_check, cublas_include, find_nvcc
 from .console import StepMeter, note, print_json, table
 from .errors import FusekitError
 from .paths import resolve_home
@@ -216,6 +219,52 @@ def build_cmd(ctx: click.Context, backend: str, cuda_arch: str | None, jobs: int
         return
     for r in results:
         click.echo(f"{r.label}: {r.bin_dir}")
+
+
+@main.command("compile-check")
+@click.option("--arch", "archs", multiple=True, default=("80", "90"), show_default=True, metavar="SM",
+              help="CUDA architecture to compile for (repeat for several).")  # fmt: skip
+@click.option("--nvcc", default=None, help="The nvcc to use (default: $NVCC, PATH, /usr/local/cuda/bin).")
+@click.option("--cuda-include", type=click.Path(file_okay=False, exists=True, path_type=Path), default=None,
+              help="A folder with cublas_v2.h (default: the toolkit's, else fetched from a wheel).")  # fmt: skip
+@click.option("--jobs", "-j", type=int, default=None, help="Parallel nvcc runs (default: the core count).")
+@click.option("--json", "as_json", is_flag=True, help="Print one record per unit and arch as JSON.")
+@click.pass_context
+def compile_check_cmd(
+    ctx: click.Context, archs: tuple[str, ...], nvcc: str | None, cuda_include: Path | None, jobs: int | None,
+    as_json: bool,
+) -> None:  # fmt: skip
+    """Compile, without a GPU, the CUDA units the current variant changes (nvcc -c per arch).
+
+    Catches what a patch breaks in ggml-cuda before any GPU time is spent, and keeps a fusion
+    compiling for older architectures (sm_80) that no GPU here runs. Exits 1 if any unit fails.
+
+    \b
+    Examples:
+      fusekit apply fusion-5 && fusekit compile-check
+      fusekit compile-check --arch 80 --json
+    """
+    ws = _workspace(ctx)
+    found = find_nvcc(nvcc)
+    if found is None:
+        raise FusekitError("no nvcc found (pass --nvcc or set NVCC); compile-check needs the CUDA compiler")
+    with ws.lock():
+        variant = materialize(ws, current_entries(ws, Registry.load()))
+        include = cublas_include(found, ws.home / "cache", cuda_include, note)
+        scratch = ws.home / "cache" / "compile-check"
+        results = compile_check(variant.tree, list(archs), found, include, scratch, jobs or os.cpu_count() or 1, note)
+    if as_json:
+        print_json({"variant": variant.label, "head": variant.head, "units": [r.record() for r in results]})
+    elif not results:
+        click.echo(f"{variant.label}: no CUDA unit differs from stock")
+    else:
+        rows = [[r.unit, f"sm_{r.arch}", "ok" if r.ok else "FAILED", f"{r.seconds:.0f}s"] for r in results]
+        click.echo(table(["unit", "arch", "result", "time"], rows))
+    failed = [r for r in results if not r.ok]
+    for r in failed:
+        click.echo(f"--- {r.unit} sm_{r.arch}:\n{r.errors}", err=True)
+    if failed:
+        raise FusekitError(f"{len(failed)} of {len(results)} compiles failed on {variant.label}")
 
 
 @main.command("pin")

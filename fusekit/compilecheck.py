@@ -1,0 +1,155 @@
+"""Compile-only check of the CUDA units a variant changes, for machines without a GPU.
+
+The units are the ``.cu`` files of ``ggml/src/ggml-cuda`` that differ from stock, plus the ``.cu``
+files there that include a changed header. Each is compiled with ``nvcc -c`` for every asked
+architecture, with the flags ggml's CMake gives CUDA sources (``-use_fast_math -extended-lambda``,
+``GGML_CUDA_USE_GRAPHS``). ggml-cuda includes ``cublas_v2.h``; a toolkit without cuBLAS gets the
+headers from the pinned ``nvidia-cublas`` wheel (headers only are extracted, once, into the cache).
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import subprocess
+import sys
+import time
+import zipfile
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+from .errors import FusekitError
+from .gitutil import run_git
+from .source import pip_download
+from .workspace import STOCK_BRANCH
+
+CUDA_DIR = "ggml/src/ggml-cuda"
+CUBLAS_REQUIREMENT = "nvidia-cublas==13.10.0.20"  # CUDA 13 headers; only cublas_v2.h and friends are used
+NVCC_FLAGS = ("-std=c++17", "-O3", "-use_fast_math", "-extended-lambda", "-DGGML_USE_CUDA", "-DGGML_CUDA_USE_GRAPHS")
+INCLUDE_PATTERN = re.compile(r'^\s*#\s*include\s+"([^"]+)"', re.M)
+
+
+@dataclass(frozen=True)
+class UnitResult:
+    unit: str
+    arch: str
+    ok: bool
+    seconds: float
+    errors: str  # the compiler's first error lines when not ok
+
+    def record(self) -> dict[str, object]:
+        return asdict(self)
+
+
+def find_nvcc(explicit: str | None = None) -> Path | None:
+    """``--nvcc``, then ``$NVCC``, then PATH, then /usr/local/cuda/bin."""
+    for candidate in (explicit, os.environ.get("NVCC"), shutil.which("nvcc"), "/usr/local/cuda/bin/nvcc"):
+        if candidate and Path(candidate).is_file() and os.access(candidate, os.X_OK):
+            return Path(candidate)
+    return None
+
+
+def changed_files(tree: Path) -> list[str]:
+    """Paths (relative to the tree) that differ between stock and the tree's HEAD."""
+    out = run_git(tree, "diff", "--name-only", STOCK_BRANCH, "HEAD")
+    return [line for line in out.splitlines() if line.strip()]
+
+
+def touched_units(tree: Path, changed: list[str]) -> list[str]:
+    """Changed ggml-cuda ``.cu`` files, and those that include a changed ggml-cuda header."""
+    cuda = [p for p in changed if p.startswith(CUDA_DIR + "/")]
+    units = {p for p in cuda if p.endswith(".cu") and (tree / p).is_file()}
+    headers = {Path(p).name for p in cuda if p.endswith((".cuh", ".h"))}
+    if headers:
+        for source in sorted((tree / CUDA_DIR).glob("*.cu")):
+            included = set(INCLUDE_PATTERN.findall(source.read_text(errors="replace")))
+            if included & headers:
+                units.add(str(source.relative_to(tree)))
+    return sorted(units)
+
+
+def _has_cublas(include: Path) -> bool:
+    return (include / "cublas_v2.h").is_file()
+
+
+def cublas_include(nvcc: Path, cache: Path, explicit: Path | None, note: Callable[[str], None]) -> Path:
+    """A folder holding ``cublas_v2.h``: ``--cuda-include``, the toolkit's, an installed wheel's, or the cache."""
+    if explicit is not None:
+        if not _has_cublas(explicit):
+            raise FusekitError(f"--cuda-include {explicit} has no cublas_v2.h")
+        return explicit
+    toolkit = nvcc.resolve().parent.parent / "include"
+    if _has_cublas(toolkit):
+        return toolkit
+    for entry in sys.path:
+        for sub in ("nvidia/cu13/include", "nvidia/cublas/include"):
+            if entry and _has_cublas(Path(entry) / sub):
+                return Path(entry) / sub
+    target = cache / "cublas-headers"
+    found = sorted(target.glob("**/cublas_v2.h"))
+    if found:
+        return found[0].parent
+    note(f"fetching cuBLAS headers ({CUBLAS_REQUIREMENT}, a large wheel; headers only are kept)")
+    folder = cache / "cublas-download"
+    shutil.rmtree(folder, ignore_errors=True)
+    done = pip_download(CUBLAS_REQUIREMENT, folder, binary=True)
+    wheels = sorted(folder.glob("*.whl"))
+    if not wheels:
+        tail = done.stderr.strip().splitlines()[-1] if done.stderr.strip() else "no wheel"
+        raise FusekitError(f"cannot fetch {CUBLAS_REQUIREMENT} for its headers: {tail} (or pass --cuda-include)")
+    with zipfile.ZipFile(wheels[0]) as wheel:
+        members = [m for m in wheel.namelist() if "/include/" in m and m.endswith(".h")]
+        wheel.extractall(target, members=members)
+    shutil.rmtree(folder, ignore_errors=True)
+    found = sorted(target.glob("**/cublas_v2.h"))
+    if not found:
+        raise FusekitError(f"{wheels[0].name} holds no cublas_v2.h")
+    return found[0].parent
+
+
+def compile_unit(nvcc: Path, tree: Path, unit: str, arch: str, include: Path, scratch: Path) -> UnitResult:
+    """``nvcc -c`` of one unit for one architecture (sm_ARCH), in a scratch folder."""
+    obj = scratch / f"{Path(unit).stem}.sm{arch}.o"
+    cmd = [
+        str(nvcc), "-c", *NVCC_FLAGS, f"-arch=sm_{arch}",
+        f"-I{include}", f"-I{tree / 'ggml/include'}", f"-I{tree / 'ggml/src'}", f"-I{tree / CUDA_DIR}",
+        "-o", str(obj), str(tree / unit),
+    ]  # fmt: skip
+    start = time.monotonic()
+    done = subprocess.run(cmd, capture_output=True, text=True)
+    seconds = time.monotonic() - start
+    errors = ""
+    if done.returncode != 0:
+        lines = [ln for ln in (done.stderr + done.stdout).splitlines() if "error" in ln.lower()]
+        errors = "\n".join(lines[:8]) or (done.stderr + done.stdout).strip()[-800:]
+    obj.unlink(missing_ok=True)
+    return UnitResult(unit, arch, done.returncode == 0, round(seconds, 1), errors)
+
+
+def compile_check(
+    tree: Path,
+    archs: list[str],
+    nvcc: Path,
+    include: Path,
+    scratch: Path,
+    jobs: int,
+    note: Callable[[str], None],
+) -> list[UnitResult]:
+    """Compile every touched unit for every arch (``jobs`` at a time); results in unit, arch order."""
+    units = touched_units(tree, changed_files(tree))
+    if not units:
+        return []
+    scratch.mkdir(parents=True, exist_ok=True)
+    work = [(u, a) for u in units for a in archs]
+    note(f"compiling {len(units)} CUDA unit(s) x {len(archs)} arch(s) with {nvcc} ({jobs} at a time)")
+
+    def one(item: tuple[str, str]) -> UnitResult:
+        result = compile_unit(nvcc, tree, item[0], item[1], include, scratch)
+        note(f"  {'ok    ' if result.ok else 'FAILED'} sm_{item[1]} {item[0]} ({result.seconds:.0f}s)")
+        return result
+
+    with ThreadPoolExecutor(max_workers=max(1, jobs)) as pool:
+        return list(pool.map(one, work))

@@ -1,0 +1,113 @@
+"""The registered fusions (fusions/*.toml) on real llama.cpp: each applies alone on stock and on top
+of the lower-numbered ones, the CUDA units each stack changes compile for sm_80 and sm_90 (nvcc -c,
+no GPU needed), the CPU build of the whole stack still builds, and the standalone kernel programs in
+kernels/ compile. A patch with a compile error must fail the compile check."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from fusekit.build import BuildResult
+from fusekit.cli import main
+from fusekit.compilecheck import find_nvcc
+from fusekit.registry import Registry
+
+pytestmark = pytest.mark.slow
+
+REPO = Path(__file__).resolve().parent.parent
+REGISTRY = Registry.load(REPO / "fusions")
+NAMES = [f.name for f in REGISTRY.fusions]
+NVCC = find_nvcc()
+needs_nvcc = pytest.mark.skipif(NVCC is None, reason="no nvcc on this machine: CUDA compile checks need it")
+BROKEN = str(Path(__file__).resolve().parent / "patches" / "cuda-compile-error.patch")
+
+
+def stacks() -> list[list[str]]:
+    """Each fusion alone, then each on top of all lower-numbered ones (duplicates dropped)."""
+    seen: list[list[str]] = []
+    for i, name in enumerate(NAMES):
+        for stack in ([name], NAMES[: i + 1]):
+            if stack not in seen:
+                seen.append(stack)
+    return seen
+
+
+def run(home: Path, *args: str) -> tuple[int, str]:
+    """Exit code and all output (stdout and stderr, interleaved)."""
+    done = CliRunner().invoke(main, ["--home", str(home), *args])
+    return done.exit_code, done.output
+
+
+def run_json(home: Path, *args: str) -> object:
+    """The JSON that a command prints on stdout (progress goes to stderr)."""
+    done = CliRunner().invoke(main, ["--home", str(home), *args])
+    assert done.exit_code == 0, done.output
+    return json.loads(done.stdout)
+
+
+@pytest.fixture
+def home(pinned_home: Path) -> Path:
+    assert run(pinned_home, "reset")[0] == 0
+    yield pinned_home
+    run(pinned_home, "reset")
+
+
+def test_the_registry_has_fusions_with_cuda_sources() -> None:
+    assert NAMES, "no fusions registered"
+    for fusion in REGISTRY.fusions:
+        assert fusion.patches and all(p.is_file() for p in fusion.patches)
+        assert all(k.source.is_file() and k.dest.startswith("ggml/") for k in fusion.kernels)
+
+
+@pytest.mark.parametrize("stack", stacks(), ids=lambda s: "+".join(s))
+def test_stack_applies(home: Path, stack: list[str]) -> None:
+    code, output = run(home, "apply", *stack)
+    assert code == 0, output
+    status = run_json(home, "status", "--json")
+    assert status["variant"] == "+".join(stack)
+
+
+@needs_nvcc
+@pytest.mark.parametrize("stack", stacks(), ids=lambda s: "+".join(s))
+def test_stack_compiles_for_sm80_and_sm90(home: Path, stack: list[str]) -> None:
+    assert run(home, "apply", *stack)[0] == 0
+    record = run_json(home, "compile-check", "--arch", "80", "--arch", "90", "--json")
+    units = {u["unit"] for u in record["units"]}
+    cuda_fusions = [REGISTRY.get(n) for n in stack if "cuda" in REGISTRY.get(n).backends]
+    for fusion in cuda_fusions:
+        for kernel in fusion.kernels:
+            if kernel.dest.endswith(".cu"):
+                assert kernel.dest in units
+    assert all(u["ok"] for u in record["units"]) and {u["arch"] for u in record["units"]} == {"80", "90"}
+
+
+@needs_nvcc
+def test_a_compile_error_fails_the_check(home: Path) -> None:
+    assert run(home, "apply", BROKEN)[0] == 0
+    code, output = run(home, "compile-check", "--arch", "80")
+    assert code == 1
+    assert "nidx_undeclared" in output and "1 of 1 compiles failed on cuda-compile-error" in output
+
+
+def test_the_whole_stack_still_builds_on_the_cpu(home: Path, stock_build: BuildResult) -> None:
+    assert run(home, "apply", *NAMES)[0] == 0
+    records = run_json(home, "build", "--json")
+    assert [r["variant"] for r in records] == ["stock", "+".join(NAMES)]
+    assert all((Path(r["build_dir"]) / "bin" / "test-backend-ops").is_file() for r in records)
+
+
+@needs_nvcc
+@pytest.mark.parametrize("arch", ["80", "90"])
+def test_standalone_kernel_programs_compile(arch: str, tmp_path: Path) -> None:
+    placed = {k.source.resolve() for f in REGISTRY.fusions for k in f.kernels}
+    programs = [p for p in sorted((REPO / "kernels").glob("*.cu")) if p.resolve() not in placed]
+    assert programs, "no standalone kernel programs in kernels/"
+    for program in programs:
+        cmd = [str(NVCC), "-c", "-std=c++17", "-O3", f"-arch=sm_{arch}", f"-I{REPO / 'kernels'}"]
+        done = subprocess.run([*cmd, "-o", str(tmp_path / "x.o"), str(program)], capture_output=True, text=True)
+        assert done.returncode == 0, done.stderr[-2000:]
