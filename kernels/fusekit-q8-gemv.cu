@@ -39,7 +39,11 @@ fusekit_q8::Glu glu_of(ggml_glu_op op) {
 }
 
 bool fusion_disabled() {
-    static const bool disabled = std::getenv("GGML_CUDA_DISABLE_FUSION") != nullptr;
+    // The same reading as ggml-cuda.cu's graph evaluation: set and non-zero.
+    static const bool disabled = [] {
+        const char * value = std::getenv("GGML_CUDA_DISABLE_FUSION");
+        return value != nullptr && std::atoi(value) != 0;
+    }();
     return disabled;
 }
 
