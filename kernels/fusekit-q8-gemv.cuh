@@ -62,8 +62,48 @@ __device__ __forceinline__ uint4 load_stream(const uint4 * p) {
     return __ldcs(p);  // weights are read once per token: evict first, keep activations in L2
 }
 
+// Integer helpers that also compile for the host, so the tile arithmetic below can be checked on a
+// machine without a GPU (q8_gemv_host_check.cu) with the very functions the kernel uses.
+__host__ __device__ __forceinline__ uint32_t funnel_right(uint32_t lo, uint32_t hi, int shift) {
+#ifdef __CUDA_ARCH__
+    return __funnelshift_r(lo, hi, shift);
+#else
+    return shift == 0 ? lo : (lo >> shift) | (hi << (32 - shift));
+#endif
+}
+
+__host__ __device__ __forceinline__ int dot4_i8(int a, int b, int acc) {
+#ifdef __CUDA_ARCH__
+    return __dp4a(a, b, acc);
+#else
+    for (int i = 0; i < 4; ++i) {
+        acc += int(int8_t(uint32_t(a) >> (8 * i))) * int(int8_t(uint32_t(b) >> (8 * i)));
+    }
+    return acc;
+#endif
+}
+
+// The tile schedule: tiles of 32 blocks; a row of nblocks (a multiple of 8) ends in a partial tile.
+__host__ __device__ __forceinline__ int tile_count(int nblocks) {
+    return (nblocks + kTileBlocks - 1) / kTileBlocks;
+}
+
+__host__ __device__ __forceinline__ int blocks_in_tile(int nblocks, int tile) {
+    const int rest = nblocks - tile * kTileBlocks;
+    return tile < tile_count(nblocks) ? (rest < kTileBlocks ? rest : kTileBlocks) : 0;
+}
+
+__host__ __device__ __forceinline__ int vecs_in_tile(int nblocks, int tile) {
+    return blocks_in_tile(nblocks, tile) * kXBlockBytes / 16;  // exact: blocks come in eights
+}
+
+// Blocks of a tile that enter the sum: all of them, or one fewer in a sabotage build.
+__host__ __device__ __forceinline__ int blocks_used(int nblk, int sabotage) {
+    return sabotage ? nblk - 1 : nblk;
+}
+
 // The dot product of lane's block in a staged tile with its q8_1 activation block.
-__device__ __forceinline__ float block_dot(const uint8_t * tile, int lane, const int * yq, float dy) {
+__host__ __device__ __forceinline__ float block_dot(const uint8_t * tile, int lane, const int * yq, float dy) {
     const int     first = lane * kXBlockBytes;
     const float   dx    = __half2float(*reinterpret_cast<const __half *>(tile + first));
     const int     qbyte = first + 2;
@@ -72,8 +112,7 @@ __device__ __forceinline__ float block_dot(const uint8_t * tile, int lane, const
     int sumi = 0;
 #pragma unroll
     for (int i = 0; i < 8; ++i) {
-        const int q = (int) __funnelshift_r(words[i], words[i + 1], shift);
-        sumi = __dp4a(q, yq[i], sumi);
+        sumi = dot4_i8((int) funnel_right(words[i], words[i + 1], shift), yq[i], sumi);
     }
     return dx * dy * (float) sumi;
 }
@@ -123,7 +162,7 @@ q8_gemv_kernel(const Problem p) {
         const uint4 * xrow = reinterpret_cast<const uint4 *>(p.x + xoff);
         const uint4 * grow = GATE ? reinterpret_cast<const uint4 *>(p.gate + xoff) : nullptr;
         const uint8_t * yrow = p.y + (sample_dst * p.sample_y + channel_y * p.channel_y) * kYBlockBytes;
-        const int ntiles = (p.nblocks + kTileBlocks - 1) / kTileBlocks;
+        const int ntiles = tile_count(p.nblocks);
 
         for (int tile0 = slice; tile0 < ntiles; tile0 += SPLIT * UNROLL) {
             uint4 xv[UNROLL][kVecsPerLane];
@@ -134,8 +173,7 @@ q8_gemv_kernel(const Problem p) {
 #pragma unroll
             for (int u = 0; u < UNROLL; ++u) {
                 const int tile  = tile0 + u * SPLIT;
-                const int nblk  = tile < ntiles ? min(kTileBlocks, p.nblocks - tile * kTileBlocks) : 0;
-                const int nvecs = nblk * kXBlockBytes / 16;
+                const int nvecs = vecs_in_tile(p.nblocks, tile);
 #pragma unroll
                 for (int v = 0; v < kVecsPerLane; ++v) {
                     const int idx = lane + v * kWarp;
@@ -154,8 +192,7 @@ q8_gemv_kernel(const Problem p) {
 #pragma unroll
             for (int u = 0; u < UNROLL; ++u) {
                 const int tile = tile0 + u * SPLIT;
-                const int nblk = tile < ntiles ? min(kTileBlocks, p.nblocks - tile * kTileBlocks) : 0;
-                if (lane < nblk) {
+                if (lane < blocks_in_tile(p.nblocks, tile)) {
                     const uint8_t * yb = yrow + (int64_t) (tile * kTileBlocks + lane) * kYBlockBytes;
                     dy[u] = __low2float(__ldg(reinterpret_cast<const half2 *>(yb)));
 #pragma unroll
@@ -171,8 +208,8 @@ q8_gemv_kernel(const Problem p) {
                 if (tile >= ntiles) {
                     break;
                 }
-                const int nblk  = min(kTileBlocks, p.nblocks - tile * kTileBlocks);
-                const int nvecs = nblk * kXBlockBytes / 16;
+                const int nblk  = blocks_in_tile(p.nblocks, tile);
+                const int nvecs = vecs_in_tile(p.nblocks, tile);
 #pragma unroll
                 for (int v = 0; v < kVecsPerLane; ++v) {
                     const int idx = lane + v * kWarp;
@@ -184,7 +221,7 @@ q8_gemv_kernel(const Problem p) {
                     }
                 }
                 __syncwarp();
-                const int nused = p.sabotage ? nblk - 1 : nblk;
+                const int nused = blocks_used(nblk, p.sabotage);
                 if (lane < nused) {
                     acc += block_dot(stage[warp][0], lane, yq[u], dy[u]);
                     if constexpr (GATE) {
@@ -243,7 +280,7 @@ q8_gemv_kernel(const Problem p) {
 
 // Warps per row: enough CTAs to cover the GPU about twice, never more slices than tiles.
 inline int choose_split(int nrows, int nchannels, int nsamples, int nblocks, int sm_count) {
-    const int ntiles = (nblocks + kTileBlocks - 1) / kTileBlocks;
+    const int ntiles = tile_count(nblocks);
     int split = 1;
     while (split < kWarpsPerCta && split * 2 <= ntiles) {
         const long ctas = (long) ((nrows + kWarpsPerCta / split - 1) / (kWarpsPerCta / split)) * nchannels * nsamples;

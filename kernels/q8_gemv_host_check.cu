@@ -1,0 +1,177 @@
+// Host-side check of fusekit's one-token Q8_0 kernel arithmetic, for machines without a GPU.
+//
+//   nvcc -O2 -std=c++17 -o q8_gemv_host_check kernels/q8_gemv_host_check.cu && ./q8_gemv_host_check [--sabotage]
+//
+// Runs, on the CPU, the kernel's own host-callable pieces (fusekit-q8-gemv.cuh: the tile schedule,
+// blocks_used, block_dot with its funnel-shifted reads, choose_split, layout_fits) in the kernel's
+// data flow: each slice of a row walks its tiles UNROLL at a time, a tile is copied into a staging
+// buffer in 16-byte pieces (the buffer refilled with garbage first, so reading a byte nobody wrote
+// changes the result), then lane i takes block i. Rows are compared with a float64 reference of
+// the same quantized data (|out - ref| < 1e-5 x the sum of |block terms|). What it cannot see: warp synchronisation,
+// shared-memory races, launch shapes on a real GPU, the programmatic-dependent-launch wait.
+// --sabotage turns on the kernel's sabotage switch: it exits 0 only if every check fails.
+#include "fusekit-q8-gemv.cuh"
+
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <random>
+#include <vector>
+
+namespace {
+
+using namespace fusekit_q8;
+
+struct Row {
+    std::vector<uint8_t> x;  // one Q8_0 row, 16-byte aligned storage
+    std::vector<uint8_t> y;  // q8_1 activations
+    double ref = 0.0;
+    double ref_abs = 0.0;  // sum of |block terms|: the scale of fp32 rounding in any summation order
+};
+
+Row make_row(int nblocks, std::mt19937 & rng) {
+    std::uniform_int_distribution<int> q(-128, 127);
+    std::uniform_real_distribution<float> scale(1e-4f, 4e-3f);
+    Row r;
+    r.x.resize(size_t(nblocks) * kXBlockBytes);
+    r.y.resize(size_t(nblocks) * kYBlockBytes);
+    for (int b = 0; b < nblocks; ++b) {
+        const __half dx = __float2half(scale(rng));
+        const __half dy = __float2half(scale(rng) * 30.0f);
+        std::memcpy(&r.x[b * kXBlockBytes], &dx, 2);
+        std::memcpy(&r.y[b * kYBlockBytes], &dy, 2);
+        std::memset(&r.y[b * kYBlockBytes + 2], 0, 2);
+        long sumi = 0;
+        for (int i = 0; i < 32; ++i) {
+            const int8_t a = int8_t(q(rng)), c = int8_t(q(rng));
+            r.x[b * kXBlockBytes + 2 + i] = uint8_t(a);
+            r.y[b * kYBlockBytes + 4 + i] = uint8_t(c);
+            sumi += long(a) * c;
+        }
+        const double term = double(__half2float(dx)) * double(__half2float(dy)) * double(sumi);
+        r.ref += term;
+        r.ref_abs += std::fabs(term);
+    }
+    return r;
+}
+
+// The kernel's per-row data flow (q8_gemv_kernel), one row, SPLIT slices, UNROLL tiles at a time.
+template <int UNROLL>
+float emulate_row(const Row & r, int nblocks, int split, int sabotage, std::mt19937 & rng) {
+    alignas(16) uint8_t stage[kTileSmemBytes];
+    const int ntiles = tile_count(nblocks);
+    float slice_sum[kWarpsPerCta] = {};
+    for (int slice = 0; slice < split; ++slice) {
+        float lane_acc[kWarp] = {};
+        for (int tile0 = slice; tile0 < ntiles; tile0 += split * UNROLL) {
+            for (int u = 0; u < UNROLL; ++u) {
+                const int tile = tile0 + u * split;
+                if (tile >= ntiles) {
+                    break;
+                }
+                for (auto & byte : stage) {
+                    byte = uint8_t(rng());
+                }
+                const int nvecs = vecs_in_tile(nblocks, tile);
+                for (int lane = 0; lane < kWarp; ++lane) {
+                    for (int v = 0; v < kVecsPerLane; ++v) {
+                        const int idx = lane + v * kWarp;
+                        if (idx < nvecs) {
+                            std::memcpy(stage + 16 * idx, r.x.data() + size_t(tile) * kTileBytes + 16 * idx, 16);
+                        }
+                    }
+                }
+                const int nused = blocks_used(blocks_in_tile(nblocks, tile), sabotage);
+                for (int lane = 0; lane < nused; ++lane) {
+                    const uint8_t * yb = r.y.data() + size_t(tile * kTileBlocks + lane) * kYBlockBytes;
+                    int yq[8];
+                    std::memcpy(yq, yb + 4, 32);
+                    __half dy;
+                    std::memcpy(&dy, yb, 2);
+                    lane_acc[lane] += block_dot(stage, lane, yq, __half2float(dy));
+                }
+            }
+        }
+        for (int lane = 0; lane < kWarp; ++lane) {
+            slice_sum[slice] += lane_acc[lane];
+        }
+    }
+    float total = 0.0f;
+    for (int s = 0; s < split; ++s) {
+        total += slice_sum[s];
+    }
+    return total;
+}
+
+float emulate(const Row & r, int nblocks, int split, int unroll, int sabotage, std::mt19937 & rng) {
+    switch (unroll) {
+        case 2:  return emulate_row<2>(r, nblocks, split, sabotage, rng);
+        case 4:  return emulate_row<4>(r, nblocks, split, sabotage, rng);
+        default: return emulate_row<8>(r, nblocks, split, sabotage, rng);
+    }
+}
+
+}  // namespace
+
+int main(int argc, char ** argv) {
+    const bool sabotage = argc > 1 && std::strcmp(argv[1], "--sabotage") == 0;
+    std::mt19937 rng(20261130u);
+    int checks = 0, failures = 0, sum_checks = 0, sum_failures = 0;
+    // K values: one partial tile, one full tile plus a partial one, the 35B and Llama shapes.
+    for (int k : {256, 768, 1024, 1280, 1536, 2048, 4096, 14336}) {
+        const int nblocks = k / kBlockValues;
+        for (int trial = 0; trial < 3; ++trial) {
+            const Row r = make_row(nblocks, rng);
+            for (int split : {1, 2, 4, 8}) {
+                if (split > 1 && split > tile_count(nblocks)) {
+                    continue;  // choose_split never gives a slice no tile
+                }
+                for (int unroll : {2, 4, 8}) {
+                    const float out = emulate(r, nblocks, split, unroll, sabotage ? 1 : 0, rng);
+                    // Relative to the sum of |terms|: a row whose terms cancel has a tiny |ref|, and
+                    // no fp32 summation order can promise a small error relative to that.
+                    const double rel = std::fabs(out - r.ref) / r.ref_abs;
+                    const bool ok = std::isfinite(out) && rel < 1e-5;
+                    ++checks;
+                    ++sum_checks;
+                    failures += ok ? 0 : 1;
+                    sum_failures += ok ? 0 : 1;
+                    if (!ok && !sabotage) {
+                        std::printf("WRONG k=%d split=%d unroll=%d: %.9g vs %.9g (rel %.2e)\n", k, split, unroll, out,
+                                    r.ref, rel);
+                    }
+                }
+            }
+        }
+    }
+    // Launch-shape rules: every slice gets a tile, and small outputs are split until the GPU is covered.
+    const int sms = 132;
+    for (int rows : {1, 32, 512, 2048, 4096, 248320}) {
+        for (int k : {256, 2048, 14336}) {
+            const int nblocks = k / kBlockValues, split = choose_split(rows, 1, 1, nblocks, sms);
+            const long ctas = long((rows + kWarpsPerCta / split - 1) / (kWarpsPerCta / split));
+            const bool ok = split >= 1 && split <= kWarpsPerCta && (split == 1 || split <= tile_count(nblocks)) &&
+                            (ctas >= 2L * sms || split == kWarpsPerCta || 2 * split > tile_count(nblocks));
+            ++checks;
+            failures += ok ? 0 : 1;
+            if (!ok) {
+                std::printf("WRONG split %d for rows=%d k=%d\n", split, rows, k);
+            }
+        }
+    }
+    // Layout rules: rows of K % 256 == 0 on 16-byte boundaries are ours, anything else is MMVQ's.
+    alignas(16) static uint8_t buffer[64];
+    const bool layouts_ok = layout_fits(buffer, nullptr, 2048, 64, 64 * 4096, 0) &&
+                            !layout_fits(buffer + 2, nullptr, 2048, 64, 0, 0) &&
+                            !layout_fits(buffer, nullptr, 2016, 63, 0, 0) && !layout_fits(buffer, nullptr, 2048, 65, 0, 0) &&
+                            !layout_fits(buffer, buffer + 8, 2048, 64, 0, 0);
+    ++checks;
+    failures += layouts_ok ? 0 : 1;
+    if (sabotage) {
+        // The shape and layout rules do not depend on the sabotage switch: count only the sums.
+        std::printf("sabotage: %d of %d row sums wrong (all must be)\n", sum_failures, sum_checks);
+        return sum_failures == sum_checks ? 0 : 1;
+    }
+    std::printf("%d of %d host checks passed\n", checks - failures, checks);
+    return failures == 0 ? 0 : 1;
+}
