@@ -9,6 +9,7 @@
 #                                       # sabotage fails, sabotage with GGML_CUDA_DISABLE_FUSION=1 passes
 #   scripts/h200_fusion5.sh B race      # bridge: stock vs fusion-5 mul_mat (checked, then timed); sabotage check
 #   scripts/h200_fusion5.sh B eval      # fusekit eval fusion-5 vs stock on the 35B preset (tok/s, ppl, KL, text)
+#   scripts/h200_fusion5.sh B eval2     # the same on the second model (Llama-3-8B shapes, every matrix Q8_0)
 #   scripts/h200_fusion5.sh B profile   # fusekit profile: stock and fusion-5 recorded and compared (16 tokens)
 #   scripts/h200_fusion5.sh B pack OUT  # tar the results (not models, not traces) into OUT
 #
@@ -18,6 +19,7 @@ B=${1:?batch folder}; STEP=${2:?step}
 REPO=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 export FUSEKIT_HOME=${FUSEKIT_HOME:-/tmp/fusekit-gpu} MODELS=${MODELS:-/tmp/fusekit-models}
 BIG=$MODELS/qwen3.6-35b-a3b.gguf
+LLAMA=$MODELS/llama-3-8b-q8_0.gguf  # second model: every matrix Q8_0, so the fusion covers nearly all weight bytes
 SABOTAGE=$REPO/tests/patches/sabotage-q8-gemv.patch
 VARIANTS=(fusion-5 "fusion-5+$SABOTAGE")
 mkdir -p "$B/results" "$B/logs"
@@ -61,6 +63,8 @@ case "$STEP" in
     echo "== detached builds"
     POLL_SECONDS=0 "$REPO/scripts/gpu_batch.sh" "$B" build "${VARIANTS[@]}" || [ $? = 3 ]
     "$REPO/scripts/gpu_batch.sh" "$B" synth 2>&1 | tail -n 3
+    fusekit model synth --preset llama-3-8b --dense-type q8_0 -o "$LLAMA" --json "$B/results/model-llama.json" 2>&1 \
+      | tail -n 2
     POLL_SECONDS=${POLL_SECONDS:-360} "$REPO/scripts/gpu_batch.sh" "$B" wait
     ;;
   wait)
@@ -105,6 +109,15 @@ case "$STEP" in
       --rounds "${ROUNDS:-3}" -r "${REPS:-5}" --ppl --kl --chunks 4 --prompts 4 --tokens 64 \
       --json "$B/results/eval-fusion-5-35b.json" 2>&1 | tee "$B/logs/eval.log" | tail -n 45
     smi eval
+    ;;
+  eval2)  # the second model: Llama-3-8B shapes, all Q8_0
+    use_site
+    smi eval2
+    fusekit reset >/dev/null
+    fusekit eval fusion-5 --against stock --model "$LLAMA" --backend cuda --cuda-arch 90 -p 512 -n 128 \
+      --rounds "${ROUNDS:-3}" -r "${REPS:-5}" --kl --chunks 4 --prompts 4 --tokens 64 \
+      --json "$B/results/eval-fusion-5-llama8b-q8_0.json" 2>&1 | tee "$B/logs/eval2.log" | tail -n 30
+    smi eval2
     ;;
   profile)
     use_site
