@@ -38,33 +38,15 @@ PROFILE_ARGS="${PROFILE_ARGS:---decode 16}"
 POLL_SECONDS="${POLL_SECONDS:-510}"
 BACKEND="${BACKEND:-cuda}"  # cpu: try the steps on a machine without a GPU
 CHECK_BACKEND="${CHECK_BACKEND:-CUDA0}"  # test-backend-ops -b: compared against the CPU backend
-SITE="$FUSEKIT_HOME/site"
+SITE="$FUSEKIT_HOME/site"  # filled by the setup step
 
 mkdir -p "$OUT/logs" "$OUT/results"
 OUT="$(cd "$OUT" && pwd)"
 
 log() { echo "[gpu_batch $(date -u +%H:%M:%S)] $*" | tee -a "$OUT/logs/batch.log" >&2; }
 
-use_fusekit() {
-  # The bundle's wheels (gitpython, gitdb, smmap, cffi) plus this checkout's own fusekit first.
-  if [[ -d "$SITE" ]]; then
-    export PYTHONPATH="$REPO:$SITE${PYTHONPATH:+:$PYTHONPATH}"
-    export PATH="$SITE/bin:$PATH"
-  else
-    export PYTHONPATH="$REPO${PYTHONPATH:+:$PYTHONPATH}"
-  fi
-  local libdw
-  libdw="$(find "$FUSEKIT_HOME/nsys-debs" -name libdw.so.1 2>/dev/null | head -n1 || true)"
-  [[ -z "$libdw" ]] || export FUSEKIT_NSYS_LIBS="${FUSEKIT_NSYS_LIBS:-$(dirname "$libdw")}"
-  # A carried ccache (Debian debs in the bundle) lets variant builds reuse stock's objects.
-  local debroot="$FUSEKIT_HOME/nsys-debs"
-  if ! command -v ccache >/dev/null && [[ -x "$debroot/usr/bin/ccache" ]]; then
-    export PATH="$debroot/usr/bin:$PATH"
-    export LD_LIBRARY_PATH="$debroot/usr/lib/x86_64-linux-gnu${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
-    export CCACHE_DIR="${CCACHE_DIR:-$FUSEKIT_HOME/ccache}" CCACHE_MAXSIZE="${CCACHE_MAXSIZE:-20G}"
-  fi
-  fusekit() { python3 -c 'import sys; from fusekit.cli import main; sys.argv[0] = "fusekit"; main()' "$@"; }
-}
+# shellcheck source=host_env.sh
+source "$REPO/scripts/host_env.sh"  # use_fusekit, fusekit
 
 variant_specs() { tr '+' ' ' <<<"$1"; }
 

@@ -18,19 +18,15 @@ export FUSEKIT_HOME=${FUSEKIT_HOME:-/tmp/fusekit-gpu} MODELS=${MODELS:-/tmp/fuse
 BIG=$MODELS/qwen3.6-35b-a3b.gguf
 TINY=$MODELS/qwen35moe-tiny.gguf
 mkdir -p "$B/results" "$B/logs"
-fusekit() { python3 -c 'import sys; from fusekit.cli import main; sys.argv[0] = "fusekit"; main()' "$@"; }
-use_site() {
-  export PYTHONPATH="$REPO:$FUSEKIT_HOME/site${PYTHONPATH:+:$PYTHONPATH}"
-  FUSEKIT_NSYS_LIBS=$(dirname "$(find "$FUSEKIT_HOME/nsys-debs" -name 'libdw.so.1' | head -n 1)")
-  export FUSEKIT_NSYS_LIBS
-}
+# shellcheck source=host_env.sh
+source "$REPO/scripts/host_env.sh"  # use_fusekit, fusekit
 stock_bin() { ls -d "$FUSEKIT_HOME"/trees/stock/build-cuda*/bin | head -n 1; }
 smi() { nvidia-smi --query-gpu=clocks.sm,clocks.mem,temperature.gpu,power.draw --format=csv,noheader >>"$B/results/clocks-$1.csv" 2>&1 || true; }
 
 prepare_host() {  # setup, a detached stock CUDA build, both models written while it compiles, then poll
   "$REPO/scripts/gpu_batch.sh" "$B" setup
   POLL_SECONDS=0 "$REPO/scripts/gpu_batch.sh" "$B" build || [ $? = 3 ]
-  use_site
+  use_fusekit
   "$REPO/scripts/gpu_batch.sh" "$B" synth
   fusekit model synth --preset qwen3.6-35b-a3b --layers 4 --vocab 8192 --experts 16 --experts-used 4 \
     -o "$TINY" --json "$B/results/model-tiny.json" 2>&1 | tail -n 3
@@ -42,23 +38,23 @@ case "$STEP" in
     prepare_host
     ;;
   fixtures)
-    use_site
+    use_fusekit
     smi fixtures
     TOKENS=16 "$REPO/scripts/nsys_fixture.sh" "$TINY" "$B/nsys" "stock=$(stock_bin)" 2>&1 | tail -n 12
     smi fixtures
     ;;
   mulmat)
-    use_site
+    use_fusekit
     "$REPO/scripts/h200_mulmat_sweep.sh" "$(stock_bin)" "$B/mulmat" 2>&1 | tail -n 30
     ;;
   bench)
-    use_site
+    use_fusekit
     fusekit eval "stock@GGML_CUDA_DISABLE_FUSION=1" --against stock --model "$BIG" --backend cuda --cuda-arch 90 \
       -p 512,4096 -n 128 --rounds ${ROUNDS:-3} -r ${REPS:-5} --no-text --ppl --kl --chunks 4 \
       --json "$B/results/baseline-eval.json" 2>&1 | tee "$B/logs/baseline-eval.log" | tail -n 40
     ;;
   profiles)
-    use_site
+    use_fusekit
     smi profiles
     fusekit profile --model "$BIG" --decode 16 --out "$B/traces/decode" --json "$B/results/profile-decode16-stock.json" \
       --csv "$B/results/profile-decode16-stock.csv" 2>&1 | tail -n 30
@@ -86,7 +82,7 @@ PY
       "stock-nofusion=$(stock_bin)" 2>&1 | grep -v Processing | tail -n 4
     ;;
   traces)  # raw 35B decode traces (gzipped SQLite) of stock and the no-fusion arm, for later re-parsing
-    use_site
+    use_fusekit
     mkdir -p "$B/traces35"
     for arm in stock nofusion; do
       env=(); [ "$arm" = nofusion ] && env=(GGML_CUDA_DISABLE_FUSION=1)

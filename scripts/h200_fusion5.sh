@@ -23,13 +23,9 @@ LLAMA=$MODELS/llama-3-8b-q8_0.gguf  # second model: every matrix Q8_0, so the fu
 SABOTAGE=$REPO/tests/patches/sabotage-q8-gemv.patch
 VARIANTS=(fusion-5 "fusion-5+$SABOTAGE")
 mkdir -p "$B/results" "$B/logs"
-fusekit() { python3 -c 'import sys; from fusekit.cli import main; sys.argv[0] = "fusekit"; main()' "$@"; }
-use_site() {
-  export PYTHONPATH="$REPO:$FUSEKIT_HOME/site${PYTHONPATH:+:$PYTHONPATH}"
-  FUSEKIT_NSYS_LIBS=$(dirname "$(find "$FUSEKIT_HOME/nsys-debs" -name 'libdw.so.1' | head -n 1)")
-  export FUSEKIT_NSYS_LIBS
-}
-bin_of() { ls -d "$FUSEKIT_HOME"/trees/"$1"/build-cuda*/bin | head -n 1; }
+# shellcheck source=host_env.sh
+source "$REPO/scripts/host_env.sh"  # use_fusekit, fusekit
+bin_of() { ls -d "$FUSEKIT_HOME"/trees/"$1"/build-"${BACKEND:-cuda}"*/bin | head -n 1; }
 smi() { nvidia-smi --query-gpu=timestamp,clocks.sm,clocks.mem,temperature.gpu,power.draw --format=csv,noheader \
   >>"$B/results/clocks.csv" 2>&1 || true; echo "$1" >>"$B/results/clocks.csv"; }
 
@@ -38,7 +34,7 @@ tbo() {  # tbo NAME EXPECT BIN [ENV=VAL] ARGS...: test-backend-ops on CUDA0, EXP
   local envs=()
   while [[ $# -gt 0 && "$1" == *=* && "$1" != -* ]]; do envs+=("$1"); shift; done
   local rc=0
-  env "${envs[@]}" "$bin/test-backend-ops" test -b CUDA0 "$@" >"$B/logs/tbo-$name.log" 2>&1 || rc=$?
+  env "${envs[@]}" "$bin/test-backend-ops" test -b "${CHECK_BACKEND:-CUDA0}" "$@" >"$B/logs/tbo-$name.log" 2>&1 || rc=$?
   local summary
   summary=$(grep -E "tests passed|Backend CUDA0: " "$B/logs/tbo-$name.log" | tr '\n' ' ' | head -c 300)
   local failed
@@ -52,7 +48,7 @@ case "$STEP" in
   start)
     smi start
     "$REPO/scripts/gpu_batch.sh" "$B" setup
-    use_site
+    use_fusekit
     echo "== standalone kernel: compile, check, sabotage, timing"
     nvcc -O3 -std=c++17 -arch=sm_90 -Xptxas -v -o "$B/q8_gemv_bench" "$REPO/kernels/q8_gemv_bench.cu" \
       >"$B/logs/nvcc-bench.log" 2>&1 || { tail -n 20 "$B/logs/nvcc-bench.log"; exit 1; }
@@ -71,7 +67,7 @@ case "$STEP" in
     POLL_SECONDS=${POLL_SECONDS:-540} "$REPO/scripts/gpu_batch.sh" "$B" wait
     ;;
   check)
-    use_site
+    use_fusekit
     smi check
     F5=$(bin_of fusion-5); SB=$(bin_of "fusion-5+sabotage-q8-gemv"); ST=$(bin_of stock)
     Q8='type_a=q8_0|type=q8_0'
@@ -88,7 +84,7 @@ case "$STEP" in
     smi check
     ;;
   race)
-    use_site
+    use_fusekit
     smi race
     python3 -m ggml_bridge mulmat --lib-dir "stock=$(bin_of stock)" --lib-dir "fusion-5=$(bin_of fusion-5)" \
       --backend CUDA0 --types q8_0 --shapes seed --tokens 1,2,4,8 --check-tokens 1,2,3,8,64 \
@@ -102,7 +98,7 @@ case "$STEP" in
     smi race
     ;;
   eval)
-    use_site
+    use_fusekit
     smi eval
     fusekit reset >/dev/null
     fusekit eval fusion-5 --against stock --model "$BIG" --backend cuda --cuda-arch 90 -p 512 -n 128 \
@@ -111,7 +107,7 @@ case "$STEP" in
     smi eval
     ;;
   eval2)  # the second model: Llama-3-8B shapes, all Q8_0
-    use_site
+    use_fusekit
     smi eval2
     fusekit reset >/dev/null
     fusekit eval fusion-5 --against stock --model "$LLAMA" --backend cuda --cuda-arch 90 -p 512 -n 128 \
@@ -120,7 +116,7 @@ case "$STEP" in
     smi eval2
     ;;
   profile)
-    use_site
+    use_fusekit
     smi profile
     fusekit reset >/dev/null
     fusekit apply fusion-5 >/dev/null
