@@ -111,15 +111,21 @@ def cublas_include(nvcc: Path, cache: Path, explicit: Path | None, note: Callabl
 
 
 def compile_unit(nvcc: Path, tree: Path, unit: str, arch: str, include: Path, scratch: Path) -> UnitResult:
-    """``nvcc -c`` of one unit for one architecture (sm_ARCH), in a scratch folder."""
+    """``nvcc -c`` of one unit for one architecture (sm_ARCH), in a scratch folder.
+
+    Through ccache when it is installed, with the trees' common root as base directory (as builds do),
+    so a unit that is the same in several stacks compiles once.
+    """
     obj = scratch / f"{Path(unit).stem}.sm{arch}.o"
+    launcher = shutil.which("ccache")
+    env = {**os.environ, "CCACHE_BASEDIR": str(tree.parent), "CCACHE_NOHASHDIR": "1"} if launcher else None
     cmd = [
-        str(nvcc), "-c", *NVCC_FLAGS, f"-arch=sm_{arch}",
+        *([launcher] if launcher else []), str(nvcc), "-c", *NVCC_FLAGS, f"-arch=sm_{arch}",
         f"-I{include}", f"-I{tree / 'ggml/include'}", f"-I{tree / 'ggml/src'}", f"-I{tree / CUDA_DIR}",
         "-o", str(obj), str(tree / unit),
     ]  # fmt: skip
     start = time.monotonic()
-    done = subprocess.run(cmd, capture_output=True, text=True)
+    done = subprocess.run(cmd, capture_output=True, text=True, env=env)
     seconds = time.monotonic() - start
     errors = ""
     if done.returncode != 0:

@@ -1,7 +1,7 @@
 """The registered fusions (fusions/*.toml) on real llama.cpp: each applies alone on stock and on top
-of the lower-numbered ones, the CUDA units each stack changes compile for sm_80 and sm_90 (nvcc -c,
-no GPU needed), the CPU build of the whole stack still builds, and the standalone kernel programs in
-kernels/ compile. A patch with a compile error must fail the compile check."""
+of the lower-numbered ones; the CUDA units each stack changes compile (nvcc -c, no GPU needed: sm_80
+and sm_90 for a fusion alone, sm_80 for a stack); the CPU build of the whole stack still builds; the
+standalone kernel programs in kernels/ compile. A patch with a compile error must fail the check."""
 
 from __future__ import annotations
 
@@ -28,7 +28,7 @@ BROKEN = str(Path(__file__).resolve().parent / "patches" / "cuda-compile-error.p
 
 
 def stacks() -> list[list[str]]:
-    """Each fusion alone, then each on top of all lower-numbered ones (duplicates dropped)."""
+    """Each fusion alone, then each on top of all lower-numbered ones (duplicates dropped); alone first."""
     seen: list[list[str]] = []
     for i, name in enumerate(NAMES):
         for stack in ([name], NAMES[: i + 1]):
@@ -72,18 +72,23 @@ def test_stack_applies(home: Path, stack: list[str]) -> None:
     assert status["variant"] == "+".join(stack)
 
 
+def archs_for(stack: list[str]) -> list[str]:
+    """sm_80 and sm_90 for a fusion alone; sm_80 (the issue's compile-only target) for a stack, to keep CI short."""
+    return ["80", "90"] if len(stack) == 1 else ["80"]
+
+
 @needs_nvcc
 @pytest.mark.parametrize("stack", stacks(), ids=lambda s: "+".join(s))
-def test_stack_compiles_for_sm80_and_sm90(home: Path, stack: list[str]) -> None:
+def test_stack_compiles(home: Path, stack: list[str]) -> None:
     assert run(home, "apply", *stack)[0] == 0
-    record = run_json(home, "compile-check", "--arch", "80", "--arch", "90", "--json")
+    archs = archs_for(stack)
+    record = run_json(home, "compile-check", *[a for arch in archs for a in ("--arch", arch)], "--json")
     units = {u["unit"] for u in record["units"]}
-    cuda_fusions = [REGISTRY.get(n) for n in stack if "cuda" in REGISTRY.get(n).backends]
-    for fusion in cuda_fusions:
-        for kernel in fusion.kernels:
+    for name in stack:
+        for kernel in REGISTRY.get(name).kernels:
             if kernel.dest.endswith(".cu"):
                 assert kernel.dest in units
-    assert all(u["ok"] for u in record["units"]) and {u["arch"] for u in record["units"]} == {"80", "90"}
+    assert all(u["ok"] for u in record["units"]) and {u["arch"] for u in record["units"]} == set(archs)
 
 
 @needs_nvcc
