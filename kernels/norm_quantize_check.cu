@@ -22,6 +22,7 @@
 // program exits 0 only if check A then FAILS on every shape. Timing: CUDA events around 200 back-to-back
 // iterations, median of 11 batches: norm + separate quantize (two launches, as stock) vs the fused kernel.
 #include "fusekit-norm-quantize.cuh"
+#include "standalone.cuh"
 
 #include <algorithm>
 #include <cmath>
@@ -32,14 +33,6 @@
 #include <string>
 #include <vector>
 
-#define CHECK(...)                                                                             \
-    do {                                                                                        \
-        cudaError_t err_ = (__VA_ARGS__);                                                       \
-        if (err_ != cudaSuccess) {                                                              \
-            std::fprintf(stderr, "%s:%d: %s\n", __FILE__, __LINE__, cudaGetErrorString(err_)); \
-            std::exit(2);                                                                       \
-        }                                                                                       \
-    } while (0)
 
 namespace {
 
@@ -219,13 +212,9 @@ double median(std::vector<double> v) {
 }  // namespace
 
 int main(int argc, char ** argv) {
-    bool sabotage = false;
-    const char * json_path = nullptr;
-    for (int i = 1; i < argc; ++i) {
-        if (!std::strcmp(argv[i], "--sabotage")) sabotage = true;
-        else if (!std::strcmp(argv[i], "--json") && i + 1 < argc) json_path = argv[++i];
-        else { std::fprintf(stderr, "usage: %s [--sabotage] [--json FILE]\n", argv[0]); return 2; }
-    }
+    const fusekit_standalone::Options options = fusekit_standalone::parse_options(argc, argv);
+    const bool sabotage = options.sabotage;
+    const char * json_path = options.json_path;
 
     cudaDeviceProp prop{};
     CHECK(cudaGetDeviceProperties(&prop, 0));

@@ -11,6 +11,7 @@
 // enough weight copies to exceed L2; beside it a plain 16-byte streaming read of the same bytes
 // (the floor), and the kernel at several unroll depths.
 #include "fusekit-q8-gemv.cuh"
+#include "standalone.cuh"
 
 #include <algorithm>
 #include <cmath>
@@ -21,14 +22,6 @@
 #include <string>
 #include <vector>
 
-#define CHECK(...)                                                                              \
-    do {                                                                                         \
-        cudaError_t err_ = (__VA_ARGS__);                                                           \
-        if (err_ != cudaSuccess) {                                                               \
-            std::fprintf(stderr, "%s:%d: %s\n", __FILE__, __LINE__, cudaGetErrorString(err_));   \
-            std::exit(2);                                                                        \
-        }                                                                                        \
-    } while (0)
 
 namespace {
 
@@ -174,13 +167,9 @@ double median_us(Launch launch, int copies) {
 }  // namespace
 
 int main(int argc, char ** argv) {
-    bool sabotage = false;
-    const char * json_path = nullptr;
-    for (int i = 1; i < argc; ++i) {
-        if (!std::strcmp(argv[i], "--sabotage")) sabotage = true;
-        else if (!std::strcmp(argv[i], "--json") && i + 1 < argc) json_path = argv[++i];
-        else { std::fprintf(stderr, "usage: %s [--sabotage] [--json FILE]\n", argv[0]); return 2; }
-    }
+    const fusekit_standalone::Options options = fusekit_standalone::parse_options(argc, argv);
+    const bool sabotage = options.sabotage;
+    const char * json_path = options.json_path;
     int device = 0, sm_count = 0;
     CHECK(cudaGetDevice(&device));
     CHECK(cudaDeviceGetAttribute(&sm_count, cudaDevAttrMultiProcessorCount, device));

@@ -21,46 +21,24 @@ export FUSEKIT_HOME=${FUSEKIT_HOME:-/tmp/fusekit-gpu} MODELS=${MODELS:-/tmp/fuse
 BIG=$MODELS/qwen3.6-35b-a3b.gguf
 SABOTAGE=$REPO/tests/patches/sabotage-norm-quantize.patch
 VARIANTS=(fusion-1 "fusion-1+$SABOTAGE" fusion-1+fusion-5)
-mkdir -p "$B/results" "$B/logs"
-fusekit() { python3 -c 'import sys; from fusekit.cli import main; sys.argv[0] = "fusekit"; main()' "$@"; }
-use_site() {
-  export PYTHONPATH="$REPO:$FUSEKIT_HOME/site${PYTHONPATH:+:$PYTHONPATH}"
-  FUSEKIT_NSYS_LIBS=$(dirname "$(find "$FUSEKIT_HOME/nsys-debs" -name 'libdw.so.1' | head -n 1)")
-  export FUSEKIT_NSYS_LIBS
-}
-bin_of() { ls -d "$FUSEKIT_HOME"/trees/"$1"/build-cuda*/bin | head -n 1; }
-smi() { nvidia-smi --query-gpu=timestamp,clocks.sm,clocks.mem,temperature.gpu,power.draw --format=csv,noheader \
-  >>"$B/results/clocks.csv" 2>&1 || true; echo "$1" >>"$B/results/clocks.csv"; }
-
-tbo() {  # tbo NAME EXPECT BIN [ENV=VAL] ARGS...: test-backend-ops on CUDA0, EXPECT pass|fail
-  local name=$1 expect=$2 bin=$3; shift 3
-  local envs=()
-  while [[ $# -gt 0 && "$1" == *=* && "$1" != -* ]]; do envs+=("$1"); shift; done
-  local rc=0
-  env "${envs[@]}" "$bin/test-backend-ops" test -b CUDA0 "$@" >"$B/logs/tbo-$name.log" 2>&1 || rc=$?
-  local summary
-  summary=$(grep -E "tests passed|Backend CUDA0: " "$B/logs/tbo-$name.log" | tr '\n' ' ' | head -c 300)
-  local failed
-  failed=$(grep -c "FAIL" "$B/logs/tbo-$name.log" || true)
-  local verdict=ok
-  if [[ $expect == pass && $rc -ne 0 ]] || [[ $expect == fail && $rc -eq 0 ]]; then verdict=UNEXPECTED; fi
-  echo "$name expect=$expect rc=$rc failed_lines=$failed verdict=$verdict :: $summary" | tee -a "$B/results/checks.txt"
-}
+mkdir -p "$B/results" "$B/logs" "$B/bin"
+# shellcheck source=host_env.sh
+source "$REPO/scripts/host_env.sh"  # use_fusekit, fusekit, bin_of, smi, tbo
 
 case "$STEP" in
   start)
     smi start
     "$REPO/scripts/gpu_batch.sh" "$B" setup
-    use_site
+    use_fusekit
     echo "== standalone epilogue: compile (fast math as ggml, and IEEE), check, sabotage, timing"
     for flavour in fast ieee; do
       flags=(-O3 -std=c++17 -arch=sm_90 -I"$REPO/kernels"); [[ $flavour == fast ]] && flags+=(-use_fast_math)
-      nvcc "${flags[@]}" -o "$B/nq_check_$flavour" "$REPO/kernels/norm_quantize_check.cu" \
+      nvcc "${flags[@]}" -o "$B/bin/nq_check_$flavour" "$REPO/kernels/norm_quantize_check.cu" \
         >"$B/logs/nvcc-nq-$flavour.log" 2>&1 || { tail -n 20 "$B/logs/nvcc-nq-$flavour.log"; exit 1; }
-      "$B/nq_check_$flavour" --json "$B/results/norm-quantize-standalone-$flavour.json" 2>&1 \
+      "$B/bin/nq_check_$flavour" --json "$B/results/norm-quantize-standalone-$flavour.json" 2>&1 \
         | tee "$B/logs/standalone-$flavour.log" || true
     done
-    "$B/nq_check_fast" --sabotage --json "$B/results/norm-quantize-standalone-sabotage.json" 2>&1 | tail -n 2 \
+    "$B/bin/nq_check_fast" --sabotage --json "$B/results/norm-quantize-standalone-sabotage.json" 2>&1 | tail -n 2 \
       | tee "$B/logs/standalone-sabotage.log" || true
     smi standalone
     echo "== detached builds"
@@ -72,7 +50,7 @@ case "$STEP" in
     POLL_SECONDS=${POLL_SECONDS:-540} "$REPO/scripts/gpu_batch.sh" "$B" wait
     ;;
   check)
-    use_site
+    use_fusekit
     smi check
     F1=$(bin_of fusion-1); SB=$(bin_of "fusion-1+sabotage-norm-quantize"); F15=$(bin_of fusion-1+fusion-5)
     for op in FUSEKIT_NORM_Q8 RMS_NORM RMS_NORM_MUL_ADD MUL_MAT MUL_MAT_ID MUL_MAT_VEC_FUSION; do
@@ -89,31 +67,13 @@ case "$STEP" in
     echo "fusion-1 has no single-kernel race: its effect is launches per token (eval, profile)"
     ;;
   eval)
-    use_site
-    smi eval
-    fusekit reset >/dev/null
-    fusekit eval fusion-1 --against stock --model "$BIG" --backend cuda --cuda-arch 90 -p 512 -n 128 \
-      --rounds "${ROUNDS:-3}" -r "${REPS:-5}" --ppl --kl --chunks 4 --prompts 4 --tokens 64 \
-      --json "$B/results/eval-fusion-1-35b.json" 2>&1 | tee "$B/logs/eval.log" | tail -n 45
-    smi eval
+    session_eval fusion-1 "$BIG" fusion-1-35b --ppl --kl
     ;;
   profile)
-    use_site
-    smi profile
-    fusekit reset >/dev/null
-    fusekit apply fusion-1 >/dev/null
-    mkdir -p "$B/traces"
-    fusekit profile --model "$BIG" --decode 16 --out "$B/traces" \
-      --json "$B/results/profile-fusion-1-vs-stock.json" --csv "$B/results/profile-fusion-1-vs-stock.csv" 2>&1 \
-      | tail -n 40
-    fusekit reset >/dev/null
-    smi profile
+    session_profile fusion-1 "$BIG"
     ;;
   pack)
-    OUTDIR=${3:?output folder}
-    tar -czf "$OUTDIR/batch-$(date -u +%H%M%S).tgz" -C "$B" --exclude='traces' --exclude='*.sqlite' \
-      --exclude='*.nsys-rep' --exclude='*.qdstrm' --exclude='nq_check_*' .
-    ls -l "$OUTDIR"
+    session_pack "${3:?output folder}"
     ;;
   *) echo "unknown step $STEP" >&2; exit 2 ;;
 esac

@@ -22,27 +22,9 @@ BIG=$MODELS/qwen3.6-35b-a3b.gguf
 LLAMA=$MODELS/llama-3-8b-q8_0.gguf  # second model: every matrix Q8_0, so the fusion covers nearly all weight bytes
 SABOTAGE=$REPO/tests/patches/sabotage-q8-gemv.patch
 VARIANTS=(fusion-5 "fusion-5+$SABOTAGE")
-mkdir -p "$B/results" "$B/logs"
+mkdir -p "$B/results" "$B/logs" "$B/bin"
 # shellcheck source=host_env.sh
-source "$REPO/scripts/host_env.sh"  # use_fusekit, fusekit
-bin_of() { ls -d "$FUSEKIT_HOME"/trees/"$1"/build-"${BACKEND:-cuda}"*/bin | head -n 1; }
-smi() { nvidia-smi --query-gpu=timestamp,clocks.sm,clocks.mem,temperature.gpu,power.draw --format=csv,noheader \
-  >>"$B/results/clocks.csv" 2>&1 || true; echo "$1" >>"$B/results/clocks.csv"; }
-
-tbo() {  # tbo NAME EXPECT BIN [ENV=VAL] ARGS...: test-backend-ops on CUDA0, EXPECT pass|fail
-  local name=$1 expect=$2 bin=$3; shift 3
-  local envs=()
-  while [[ $# -gt 0 && "$1" == *=* && "$1" != -* ]]; do envs+=("$1"); shift; done
-  local rc=0
-  env "${envs[@]}" "$bin/test-backend-ops" test -b "${CHECK_BACKEND:-CUDA0}" "$@" >"$B/logs/tbo-$name.log" 2>&1 || rc=$?
-  local summary
-  summary=$(grep -E "tests passed|Backend CUDA0: " "$B/logs/tbo-$name.log" | tr '\n' ' ' | head -c 300)
-  local failed
-  failed=$(grep -c "FAIL" "$B/logs/tbo-$name.log" || true)
-  local verdict=ok
-  if [[ $expect == pass && $rc -ne 0 ]] || [[ $expect == fail && $rc -eq 0 ]]; then verdict=UNEXPECTED; fi
-  echo "$name expect=$expect rc=$rc failed_lines=$failed verdict=$verdict :: $summary" | tee -a "$B/results/checks.txt"
-}
+source "$REPO/scripts/host_env.sh"  # use_fusekit, fusekit, bin_of, smi, tbo
 
 case "$STEP" in
   start)
@@ -50,10 +32,10 @@ case "$STEP" in
     "$REPO/scripts/gpu_batch.sh" "$B" setup
     use_fusekit
     echo "== standalone kernel: compile, check, sabotage, timing"
-    nvcc -O3 -std=c++17 -arch=sm_90 -Xptxas -v -o "$B/q8_gemv_bench" "$REPO/kernels/q8_gemv_bench.cu" \
+    nvcc -O3 -std=c++17 -arch=sm_90 -Xptxas -v -o "$B/bin/q8_gemv_bench" "$REPO/kernels/q8_gemv_bench.cu" \
       >"$B/logs/nvcc-bench.log" 2>&1 || { tail -n 20 "$B/logs/nvcc-bench.log"; exit 1; }
-    "$B/q8_gemv_bench" --json "$B/results/q8-gemv-standalone.json" 2>&1 | tee "$B/logs/standalone.log" || true
-    "$B/q8_gemv_bench" --sabotage --json "$B/results/q8-gemv-standalone-sabotage.json" 2>&1 | tail -n 2 \
+    "$B/bin/q8_gemv_bench" --json "$B/results/q8-gemv-standalone.json" 2>&1 | tee "$B/logs/standalone.log" || true
+    "$B/bin/q8_gemv_bench" --sabotage --json "$B/results/q8-gemv-standalone-sabotage.json" 2>&1 | tail -n 2 \
       | tee "$B/logs/standalone-sabotage.log" || true
     smi standalone
     echo "== detached builds"
@@ -98,40 +80,16 @@ case "$STEP" in
     smi race
     ;;
   eval)
-    use_fusekit
-    smi eval
-    fusekit reset >/dev/null
-    fusekit eval fusion-5 --against stock --model "$BIG" --backend cuda --cuda-arch 90 -p 512 -n 128 \
-      --rounds "${ROUNDS:-3}" -r "${REPS:-5}" --ppl --kl --chunks 4 --prompts 4 --tokens 64 \
-      --json "$B/results/eval-fusion-5-35b.json" 2>&1 | tee "$B/logs/eval.log" | tail -n 45
-    smi eval
+    session_eval fusion-5 "$BIG" fusion-5-35b --ppl --kl
     ;;
   eval2)  # the second model: Llama-3-8B shapes, all Q8_0
-    use_fusekit
-    smi eval2
-    fusekit reset >/dev/null
-    fusekit eval fusion-5 --against stock --model "$LLAMA" --backend cuda --cuda-arch 90 -p 512 -n 128 \
-      --rounds "${ROUNDS:-3}" -r "${REPS:-5}" --kl --chunks 4 --prompts 4 --tokens 64 \
-      --json "$B/results/eval-fusion-5-llama8b-q8_0.json" 2>&1 | tee "$B/logs/eval2.log" | tail -n 30
-    smi eval2
+    session_eval fusion-5 "$LLAMA" fusion-5-llama8b-q8_0 --kl
     ;;
   profile)
-    use_fusekit
-    smi profile
-    fusekit reset >/dev/null
-    fusekit apply fusion-5 >/dev/null
-    mkdir -p "$B/traces"
-    fusekit profile --model "$BIG" --decode 16 --out "$B/traces" \
-      --json "$B/results/profile-fusion-5-vs-stock.json" --csv "$B/results/profile-fusion-5-vs-stock.csv" 2>&1 \
-      | tail -n 40
-    fusekit reset >/dev/null
-    smi profile
+    session_profile fusion-5 "$BIG"
     ;;
   pack)
-    OUTDIR=${3:?output folder}
-    tar -czf "$OUTDIR/batch-$(date -u +%H%M%S).tgz" -C "$B" --exclude='traces' --exclude='*.sqlite' \
-      --exclude='*.nsys-rep' --exclude='*.qdstrm' --exclude='q8_gemv_bench' .
-    ls -l "$OUTDIR"
+    session_pack "${3:?output folder}"
     ;;
   *) echo "unknown step $STEP" >&2; exit 2 ;;
 esac

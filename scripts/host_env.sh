@@ -24,3 +24,59 @@ use_fusekit() {
 }
 
 fusekit() { python3 -c 'import sys; from fusekit.cli import main; sys.argv[0] = "fusekit"; main()' "$@"; }
+
+# Session helpers of the h200_*.sh scripts; they need B (the batch folder).
+bin_of() { ls -d "$FUSEKIT_HOME"/trees/"$1"/build-"${BACKEND:-cuda}"*/bin | head -n 1; }  # a variant's build bin/
+
+smi() {  # clocks, temperature and power, never settings: appended to results/clocks.csv with a label
+  nvidia-smi --query-gpu=timestamp,clocks.sm,clocks.mem,temperature.gpu,power.draw --format=csv,noheader \
+    >>"$B/results/clocks.csv" 2>&1 || true
+  echo "$1" >>"$B/results/clocks.csv"
+}
+
+tbo() {  # tbo NAME EXPECT BIN [ENV=VAL] ARGS...: test-backend-ops on CUDA0, EXPECT pass|fail
+  local name=$1 expect=$2 bin=$3; shift 3
+  local envs=()
+  while [[ $# -gt 0 && "$1" == *=* && "$1" != -* ]]; do envs+=("$1"); shift; done
+  local rc=0
+  env "${envs[@]}" "$bin/test-backend-ops" test -b "${CHECK_BACKEND:-CUDA0}" "$@" >"$B/logs/tbo-$name.log" 2>&1 || rc=$?
+  local summary
+  summary=$(grep -E "tests passed|Backend CUDA0: " "$B/logs/tbo-$name.log" | tr '\n' ' ' | head -c 300)
+  local failed
+  failed=$(grep -c "FAIL" "$B/logs/tbo-$name.log" || true)
+  local verdict=ok
+  if [[ $expect == pass && $rc -ne 0 ]] || [[ $expect == fail && $rc -eq 0 ]]; then verdict=UNEXPECTED; fi
+  echo "$name expect=$expect rc=$rc failed_lines=$failed verdict=$verdict :: $summary" | tee -a "$B/results/checks.txt"
+}
+
+session_eval() {  # session_eval VARIANT MODEL NAME [fusekit eval flags...]: VARIANT against stock, 3x5 interleaved
+  local variant=$1 model=$2 name=$3; shift 3
+  use_fusekit
+  smi "eval $name"
+  fusekit reset >/dev/null
+  fusekit eval "$variant" --against stock --model "$model" --backend cuda --cuda-arch 90 -p 512 -n 128 \
+    --rounds "${ROUNDS:-3}" -r "${REPS:-5}" --chunks 4 --prompts 4 --tokens 64 "$@" \
+    --json "$B/results/eval-$name.json" 2>&1 | tee "$B/logs/eval-$name.log" | tail -n 45
+  smi "eval $name"
+}
+
+session_profile() {  # session_profile VARIANT MODEL: fusekit profile records stock and VARIANT, compares them
+  local variant=$1 model=$2
+  use_fusekit
+  smi "profile $variant"
+  fusekit reset >/dev/null
+  fusekit apply "$variant" >/dev/null
+  mkdir -p "$B/traces"
+  fusekit profile --model "$model" --decode 16 --out "$B/traces" \
+    --json "$B/results/profile-$variant-vs-stock.json" --csv "$B/results/profile-$variant-vs-stock.csv" 2>&1 \
+    | tail -n 40
+  fusekit reset >/dev/null
+  smi "profile $variant"
+}
+
+session_pack() {  # session_pack OUTDIR: the batch folder's results and logs, without traces, models or binaries
+  local outdir=${1:?output folder}
+  tar -czf "$outdir/batch-$(date -u +%H%M%S).tgz" -C "$B" --exclude='traces' --exclude='*.sqlite' \
+    --exclude='*.nsys-rep' --exclude='*.qdstrm' --exclude='bin' .
+  ls -l "$outdir"
+}
