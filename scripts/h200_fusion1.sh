@@ -26,11 +26,9 @@ mkdir -p "$B/results" "$B/logs" "$B/bin"
 source "$REPO/scripts/host_env.sh"  # use_fusekit, fusekit, bin_of, smi, tbo
 
 case "$STEP" in
-  start)
-    smi start
-    "$REPO/scripts/gpu_batch.sh" "$B" setup
+  standalone)  # the standalone epilogue check: fast-math (as ggml) and IEEE builds, sabotage, timing
     use_fusekit
-    echo "== standalone epilogue: compile (fast math as ggml, and IEEE), check, sabotage, timing"
+    smi standalone
     for flavour in fast ieee; do
       flags=(-O3 -std=c++17 -arch=sm_90 -I"$REPO/kernels"); [[ $flavour == fast ]] && flags+=(-use_fast_math)
       nvcc "${flags[@]}" -o "$B/bin/nq_check_$flavour" "$REPO/kernels/norm_quantize_check.cu" \
@@ -41,7 +39,14 @@ case "$STEP" in
     "$B/bin/nq_check_fast" --sabotage --json "$B/results/norm-quantize-standalone-sabotage.json" 2>&1 | tail -n 2 \
       | tee "$B/logs/standalone-sabotage.log" || true
     smi standalone
-    echo "== detached builds"
+    ;;
+  variants)  # the builds this session needs besides stock, one per line (for h200_session.sh)
+    printf '%s\n' "${VARIANTS[@]}"
+    ;;
+  start)
+    smi start
+    "$REPO/scripts/gpu_batch.sh" "$B" setup
+    bash "$0" "$B" standalone
     POLL_SECONDS=0 "$REPO/scripts/gpu_batch.sh" "$B" build "${VARIANTS[@]}" || [ $? = 3 ]
     "$REPO/scripts/gpu_batch.sh" "$B" synth 2>&1 | tail -n 3
     POLL_SECONDS=${POLL_SECONDS:-360} "$REPO/scripts/gpu_batch.sh" "$B" wait

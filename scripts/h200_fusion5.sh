@@ -2,8 +2,10 @@
 # The fusion-5 (q8-gemv) session on the H200, in steps that each fit one 10-minute device command.
 # Builds, model and setup come from scripts/gpu_batch.sh; results land in the batch folder B.
 #
-#   scripts/h200_fusion5.sh B start     # setup; the standalone kernel check + timing (GPU otherwise idle);
-#                                       # detached CUDA builds of stock, fusion-5, fusion-5+sabotage; 35B model
+#   scripts/h200_fusion5.sh B start     # setup, standalone, detached CUDA builds (stock, fusion-5,
+#                                       # fusion-5+sabotage with the carried ccache), models, then poll
+#   scripts/h200_fusion5.sh B standalone  # the standalone kernel: check, sabotage, timing
+#   scripts/h200_fusion5.sh B models    # the 35B preset and the second model (Llama-3-8B shapes, all Q8_0)
 #   scripts/h200_fusion5.sh B wait      # poll the builds
 #   scripts/h200_fusion5.sh B check     # test-backend-ops: fusion-5 full MUL_MAT/MUL_MAT_ID/fusion cases pass,
 #                                       # sabotage fails, sabotage with GGML_CUDA_DISABLE_FUSION=1 passes
@@ -27,22 +29,31 @@ mkdir -p "$B/results" "$B/logs" "$B/bin"
 source "$REPO/scripts/host_env.sh"  # use_fusekit, fusekit, bin_of, smi, tbo
 
 case "$STEP" in
-  start)
-    smi start
-    "$REPO/scripts/gpu_batch.sh" "$B" setup
+  standalone)  # the standalone kernel: compile, check, sabotage, timing (GPU otherwise idle)
     use_fusekit
-    echo "== standalone kernel: compile, check, sabotage, timing"
-    nvcc -O3 -std=c++17 -arch=sm_90 -Xptxas -v -o "$B/bin/q8_gemv_bench" "$REPO/kernels/q8_gemv_bench.cu" \
-      >"$B/logs/nvcc-bench.log" 2>&1 || { tail -n 20 "$B/logs/nvcc-bench.log"; exit 1; }
+    smi standalone
+    nvcc -O3 -std=c++17 -arch=sm_90 -Xptxas -v -I"$REPO/kernels" -o "$B/bin/q8_gemv_bench" \
+      "$REPO/kernels/q8_gemv_bench.cu" >"$B/logs/nvcc-bench.log" 2>&1 || { tail -n 20 "$B/logs/nvcc-bench.log"; exit 1; }
     "$B/bin/q8_gemv_bench" --json "$B/results/q8-gemv-standalone.json" 2>&1 | tee "$B/logs/standalone.log" || true
     "$B/bin/q8_gemv_bench" --sabotage --json "$B/results/q8-gemv-standalone-sabotage.json" 2>&1 | tail -n 2 \
       | tee "$B/logs/standalone-sabotage.log" || true
     smi standalone
-    echo "== detached builds"
-    POLL_SECONDS=0 "$REPO/scripts/gpu_batch.sh" "$B" build "${VARIANTS[@]}" || [ $? = 3 ]
+    ;;
+  models)  # the 35B preset (gpu_batch synth) and the second model
+    use_fusekit
     "$REPO/scripts/gpu_batch.sh" "$B" synth 2>&1 | tail -n 3
     fusekit model synth --preset llama-3-8b --dense-type q8_0 -o "$LLAMA" --json "$B/results/model-llama.json" 2>&1 \
       | tail -n 2
+    ;;
+  variants)  # the builds this session needs besides stock, one per line (for h200_session.sh)
+    printf '%s\n' "${VARIANTS[@]}"
+    ;;
+  start)
+    smi start
+    "$REPO/scripts/gpu_batch.sh" "$B" setup
+    bash "$0" "$B" standalone
+    POLL_SECONDS=0 "$REPO/scripts/gpu_batch.sh" "$B" build "${VARIANTS[@]}" || [ $? = 3 ]
+    bash "$0" "$B" models
     POLL_SECONDS=${POLL_SECONDS:-360} "$REPO/scripts/gpu_batch.sh" "$B" wait
     ;;
   wait)

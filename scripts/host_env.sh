@@ -49,12 +49,13 @@ tbo() {  # tbo NAME EXPECT BIN [ENV=VAL] ARGS...: test-backend-ops on CUDA0, EXP
   echo "$name expect=$expect rc=$rc failed_lines=$failed verdict=$verdict :: $summary" | tee -a "$B/results/checks.txt"
 }
 
-session_eval() {  # session_eval VARIANT MODEL NAME [fusekit eval flags...]: VARIANT against stock, 3x5 interleaved
-  local variant=$1 model=$2 name=$3; shift 3
+session_eval() {  # session_eval "VARIANT..." MODEL NAME [fusekit eval flags...]: against stock, 3x5 interleaved
+  local variants=$1 model=$2 name=$3; shift 3
   use_fusekit
   smi "eval $name"
   fusekit reset >/dev/null
-  fusekit eval "$variant" --against stock --model "$model" --backend cuda --cuda-arch 90 -p 512 -n 128 \
+  # shellcheck disable=SC2086
+  fusekit eval $variants --against stock --model "$model" --backend cuda --cuda-arch 90 -p 512 -n 128 \
     --rounds "${ROUNDS:-3}" -r "${REPS:-5}" --chunks 4 --prompts 4 --tokens 64 "$@" \
     --json "$B/results/eval-$name.json" 2>&1 | tee "$B/logs/eval-$name.log" | tail -n 45
   smi "eval $name"

@@ -1,0 +1,82 @@
+#!/usr/bin/env bash
+# One H200 session for every fusion that has a session script (scripts/h200_fusionN.sh): one stock build
+# shared by all variants (the carried ccache makes each variant a partial rebuild), one interleaved eval of
+# every fusion alone and of their stack against stock. Each step fits one 10-minute device command; run
+# each behind `timeout` and follow it with `pack`, so results come back even when a step runs long:
+#
+#   timeout 540 scripts/h200_session.sh B start; scripts/h200_session.sh B pack "$OUT"
+#
+#   scripts/h200_session.sh B start     # setup; every fusion's standalone step; detached builds; models; poll
+#   scripts/h200_session.sh B wait      # poll the builds until done
+#   scripts/h200_session.sh B check     # every fusion's check step (test-backend-ops, sabotage), then its race step
+#   scripts/h200_session.sh B eval      # fusekit eval: each fusion alone and the stack vs stock, 35B preset
+#   scripts/h200_session.sh B profile   # fusekit profile of each fusion and of the stack (16 decode tokens)
+#   scripts/h200_session.sh B pack OUT  # results and logs (no traces, models or binaries) into OUT
+#   scripts/h200_session.sh B variants  # the builds start makes besides stock
+#
+# Never changes clocks or power settings; every step records them (results/clocks.csv).
+set -euo pipefail
+B=${1:?batch folder}; STEP=${2:?step}
+REPO=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+export FUSEKIT_HOME=${FUSEKIT_HOME:-/tmp/fusekit-gpu} MODELS=${MODELS:-/tmp/fusekit-models}
+BIG=$MODELS/qwen3.6-35b-a3b.gguf
+mkdir -p "$B/results" "$B/logs" "$B/bin"
+# shellcheck source=host_env.sh
+source "$REPO/scripts/host_env.sh"  # use_fusekit, fusekit, smi, session_eval, session_profile, session_pack
+
+mapfile -t SCRIPTS < <(ls "$REPO"/scripts/h200_fusion[0-9].sh)
+FUSIONS=()
+for script in "${SCRIPTS[@]}"; do
+  name=$(basename "$script" .sh); FUSIONS+=("fusion-${name#h200_fusion}")
+done
+STACK=$(IFS=+; echo "${FUSIONS[*]}")
+
+all_variants() {  # every script's variants, then the whole stack, without repeats
+  { for script in "${SCRIPTS[@]}"; do bash "$script" "$B" variants; done; echo "$STACK"; } | awk '!seen[$0]++'
+}
+
+each() {  # each STEP: run STEP of every fusion script, going on after a failure; non-zero if any failed
+  local step=$1 failed=0 script
+  for script in "${SCRIPTS[@]}"; do
+    echo "== $(basename "$script") $step"
+    bash "$script" "$B" "$step" || { echo "$(basename "$script") $step failed ($?)"; failed=1; }
+  done
+  return $failed
+}
+
+case "$STEP" in
+  start)
+    smi start
+    "$REPO/scripts/gpu_batch.sh" "$B" setup
+    each standalone || true
+    mapfile -t VARIANTS < <(all_variants)
+    echo "== detached builds: stock ${VARIANTS[*]}"
+    POLL_SECONDS=0 "$REPO/scripts/gpu_batch.sh" "$B" build "${VARIANTS[@]}" || [ $? = 3 ]
+    for script in "${SCRIPTS[@]}"; do
+      if grep -q '^  models)' "$script"; then bash "$script" "$B" models; fi
+    done
+    [ -f "$BIG" ] || "$REPO/scripts/gpu_batch.sh" "$B" synth 2>&1 | tail -n 3
+    POLL_SECONDS=${POLL_SECONDS:-300} "$REPO/scripts/gpu_batch.sh" "$B" wait
+    ;;
+  wait)
+    POLL_SECONDS=${POLL_SECONDS:-540} "$REPO/scripts/gpu_batch.sh" "$B" wait
+    ;;
+  check)
+    each check || true
+    each race || true
+    cat "$B/results/checks.txt" 2>/dev/null || true
+    ;;
+  eval)
+    session_eval "${FUSIONS[*]} $STACK" "$BIG" all-35b --ppl --kl
+    ;;
+  profile)
+    for variant in "${FUSIONS[@]}" "$STACK"; do session_profile "$variant" "$BIG"; done
+    ;;
+  pack)
+    session_pack "${3:?output folder}"
+    ;;
+  variants)  # what start builds besides stock
+    all_variants
+    ;;
+  *) echo "unknown step $STEP (start wait check eval profile pack variants)" >&2; exit 2 ;;
+esac
