@@ -1,0 +1,341 @@
+// fusekit fusion-3 (moe-router): the MoE router and the MoE reduction tail at one token.
+//
+// Device code only, free of ggml headers, so the same kernels run in ggml (through
+// fusekit-moe-router.cu) and in the standalone check/timing program (moe_router_check.cu).
+//
+// Router: one launch replaces ggml's F32 router GEMV (mmvf) and topk_moe_cuda. Block b computes
+// logit b exactly as mmvf does (same threads per row, same float2 stride, same two-stage warp
+// sum), stores it, and takes a ticket from a counter; the last block to arrive runs stock
+// topk_moe_cuda's warp code on all logits (softmax, iterative argmax with ties going to the
+// lower expert id, optional normalisation and scale) and resets the counter. Same arithmetic in
+// the same order as stock, so ids and weights are bit-identical under the same compile flags.
+//
+// Tail: one launch replaces the shared-expert gate GEMV (mmvf, one row), its SIGMOID, the MUL
+// gating the shared expert and the ADD+ADD with the residual, and optionally the weighted expert
+// sum (moe_weighted_reduction). Every block recomputes the gate dot (a few KB from L2) so that no
+// second launch or grid-wide sync is needed; each thread then owns one output element.
+#pragma once
+
+#include <cuda_runtime.h>
+#include <float.h>
+#include <math.h>
+#include <stdint.h>
+
+namespace fusekit_moe {
+
+constexpr int kWarp       = 32;
+constexpr int kCta        = 256;  // threads per block; also mmvf's largest block size
+constexpr int kMaxEpt     = 18;   // experts per lane: 576 experts (the largest count stock supports)
+constexpr int kMaxTickets = 64;   // counters: one per (device, stream) that runs the router
+
+struct RouterParams {
+    const float * w;        // [n_expert][n_embd] router weights, rows contiguous
+    const float * x;        // [n_embd] normalised activation of the token
+    float       * logits;   // [n_expert] scratch (the MUL_MAT node's own buffer in ggml)
+    int32_t     * ids;      // [n_used] selected experts, best first
+    float       * weights;  // [n_used] routing weights
+    unsigned    * ticket;   // zero before the launch; the last block sets it back to zero
+    int   n_embd;           // even
+    int   n_expert;
+    int   n_used;
+    int   gemv_threads;     // the block size mmvf would use for this n_embd (see mmvf_block_size)
+    int   norm;             // 1: divide by max(sum of selected, clamp)
+    float clamp;
+    float scale;            // 1.0f when the graph has no SCALE
+    int   sabotage;         // 1: never select the best expert (must fail every check)
+};
+
+struct TailParams {
+    const float * w_gate;       // [n_embd] shared-expert gate weights (ffn_gate_inp_shexp)
+    const float * x;            // [n_embd] normalised activation (the router's x)
+    const float * experts;      // [n_used][n_embd] expert outputs, or nullptr: read moe_out instead
+    const float * expert_scale; // [n_used] or nullptr
+    const float * weights;      // [n_used] routing weights (with experts)
+    const float * moe_out;      // [n_embd] weighted expert sum computed by ggml (without experts)
+    const float * shexp;        // [n_embd] shared-expert output
+    const float * residual;     // [n_embd]
+    float       * dst;          // [n_embd]
+    int n_embd;                 // even
+    int n_used;
+    int gemv_threads;           // mmvf's block size for the gate row
+    int sabotage;               // 1: drop the last expert (or the residual) (must fail every check)
+};
+
+// mmvf's block size choice for an F32 row of n_embd values (launch_mul_mat_vec_f_cuda, NVIDIA):
+// the fewest float2 iterations per thread, ties to the smaller block.
+inline int mmvf_block_size(int n_embd) {
+    int best = kWarp;
+    int niter_best = (n_embd + 2 * kWarp - 1) / (2 * kWarp);
+    for (int bs = 2 * kWarp; bs <= kCta; bs += kWarp) {
+        const int niter = (n_embd + 2 * bs - 1) / (2 * bs);
+        if (niter < niter_best) {
+            niter_best = niter;
+            best = bs;
+        }
+    }
+    return best;
+}
+
+__device__ __forceinline__ float warp_sum(float v) {
+#pragma unroll
+    for (int off = kWarp / 2; off > 0; off >>= 1) {
+        v += __shfl_xor_sync(0xffffffffu, v, off, kWarp);
+    }
+    return v;
+}
+
+__device__ __forceinline__ float warp_max(float v) {
+#pragma unroll
+    for (int off = kWarp / 2; off > 0; off >>= 1) {
+        v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, off, kWarp));
+    }
+    return v;
+}
+
+// One F32 row dot x, in mmvf's order: thread t < threads sums float2 columns t, t+threads, ...
+// (two multiply-adds each), then a warp sum, then warp 0 sums the 32 per-warp slots (unused
+// slots are zero, as in mmvf). Threads beyond `threads` contribute exact zeros, which leave the
+// sums unchanged. The result is valid in warp 0. `slots` is 32 floats of shared memory.
+__device__ __forceinline__ float row_dot_like_mmvf(const float * row, const float * x, int n_embd, int threads,
+                                                   float * slots) {
+    const int tid = threadIdx.x;
+    if (tid < kWarp) {
+        slots[tid] = 0.0f;
+    }
+    __syncthreads();
+    const float2 * r2 = reinterpret_cast<const float2 *>(row);
+    const float2 * x2 = reinterpret_cast<const float2 *>(x);
+    float sum = 0.0f;
+    if (tid < threads) {
+        for (int c = tid; c < n_embd / 2; c += threads) {
+            const float2 a = r2[c];
+            const float2 b = x2[c];
+            sum += a.x * b.x;  // mmvf: ggml_cuda_mad(sum, a.x, b.x), the same expression
+            sum += a.y * b.y;
+        }
+    }
+    sum = warp_sum(sum);
+    slots[tid / kWarp] = sum;
+    __syncthreads();
+    float total = 0.0f;
+    if (tid < kWarp) {
+        total = warp_sum(slots[tid]);
+    }
+    return total;
+}
+
+// Stock topk_moe_cuda (softmax gating, no bias, no delayed softmax) for one row of logits, by
+// warp 0: lane l owns experts l, l + 32, ... Mirrors its order of operations exactly.
+template <int EPT>
+__device__ void select_experts(const RouterParams & p) {
+    const int lane = threadIdx.x;
+    float wt[EPT];
+#pragma unroll
+    for (int i = 0; i < EPT; i++) {
+        const int expert = i * kWarp + lane;
+        wt[i] = expert < p.n_expert ? __ldcg(p.logits + expert) : -INFINITY;  // L2: written by other blocks
+    }
+
+    // softmax_warp_inplace<EPT, false>
+    float max_val = -INFINITY;
+#pragma unroll
+    for (int i = 0; i < EPT; i++) {
+        max_val = max(max_val, wt[i]);
+    }
+    max_val = warp_max(max_val);
+    float sum = 0.f;
+#pragma unroll
+    for (int i = 0; i < EPT; i++) {
+        const float val = expf(wt[i] - max_val);
+        wt[i] = val;
+        sum += val;
+    }
+    sum = warp_sum(sum);
+    const float inv_sum = 1.0f / sum;
+#pragma unroll
+    for (int i = 0; i < EPT; i++) {
+        wt[i] *= inv_sum;
+    }
+
+    // NaN would make the argmax pick one expert repeatedly (stock does the same).
+#pragma unroll
+    for (int i = 0; i < EPT; i++) {
+        if (isnan(wt[i])) {
+            wt[i] = -FLT_MAX;
+        }
+    }
+
+    float wt_sum = 0.f;
+    float out_w[EPT];
+#pragma unroll
+    for (int i = 0; i < EPT; i++) {
+        out_w[i] = 0.f;
+    }
+
+    // Iterative argmax: the larger value wins, equal values go to the lower expert id.
+    const int rounds = p.n_used + (p.sabotage ? 1 : 0);
+    for (int r = 0; r < rounds; r++) {
+        float max_v = wt[0];
+        int   max_e = lane;
+#pragma unroll
+        for (int i = 1; i < EPT; i++) {
+            const int expert = lane + i * kWarp;
+            if (expert < p.n_expert && wt[i] > max_v) {
+                max_v = wt[i];
+                max_e = expert;
+            }
+        }
+#pragma unroll
+        for (int mask = kWarp / 2; mask > 0; mask /= 2) {
+            const float v = __shfl_xor_sync(0xffffffffu, max_v, mask, kWarp);
+            const int   e = __shfl_xor_sync(0xffffffffu, max_e, mask, kWarp);
+            if (v > max_v || (v == max_v && e < max_e)) {
+                max_v = v;
+                max_e = e;
+            }
+        }
+        if ((max_e & (kWarp - 1)) == lane) {
+            wt[max_e / kWarp] = -INFINITY;
+        }
+        const int k = r - (p.sabotage ? 1 : 0);  // sabotage: the best expert is dropped
+        if (k < 0) {
+            continue;
+        }
+        if ((k & (kWarp - 1)) == lane) {
+            out_w[k / kWarp] = max_v;
+        }
+        if ((max_e & (kWarp - 1)) == lane) {
+            p.ids[k] = max_e;
+            if (p.norm) {
+                wt_sum += max_v;
+            }
+        }
+    }
+
+    if (p.norm) {
+        wt_sum = warp_sum(wt_sum);
+        wt_sum = max(wt_sum, p.clamp);
+        const float inv = 1.0f / wt_sum;
+        for (int i = 0; i < EPT; i++) {
+            out_w[i] *= inv;
+        }
+    }
+#pragma unroll
+    for (int i = 0; i < EPT; i++) {
+        const int idx = i * kWarp + lane;
+        if (idx < p.n_used) {
+            p.weights[idx] = out_w[i] * p.scale;
+        }
+    }
+}
+
+// Hooks: wait_for_inputs() before reading anything an earlier kernel wrote (ggml: the
+// programmatic-dependent-launch wait); allow_dependents() once this block's reads are issued.
+template <class Hooks, int EPT>
+__global__ void __launch_bounds__(kCta) router_kernel(const RouterParams p) {
+    __shared__ float slots[kWarp];
+    __shared__ int   is_last;
+    Hooks::wait_for_inputs();
+    const int row = blockIdx.x;
+    const float logit = row_dot_like_mmvf(p.w + (size_t) row * p.n_embd, p.x, p.n_embd, p.gemv_threads, slots);
+    Hooks::allow_dependents();
+    if (threadIdx.x == 0) {
+        p.logits[row] = logit;
+        __threadfence();  // the logit is visible device-wide before the ticket says so
+        is_last = atomicAdd(p.ticket, 1u) == gridDim.x - 1;
+    }
+    __syncthreads();
+    if (!is_last || threadIdx.x >= kWarp) {
+        return;
+    }
+    __threadfence();
+    select_experts<EPT>(p);
+    if (threadIdx.x == 0) {
+        *p.ticket = 0;  // ready for the next launch on this stream
+    }
+}
+
+template <class Hooks>
+__global__ void __launch_bounds__(kCta) tail_kernel(const TailParams p) {
+    __shared__ float slots[kWarp];
+    __shared__ float gate;
+    Hooks::wait_for_inputs();
+    const float g = row_dot_like_mmvf(p.w_gate, p.x, p.n_embd, p.gemv_threads, slots);
+    if (threadIdx.x == 0) {
+        gate = 1.0f / (1.0f + expf(-g));  // ggml's op_sigmoid
+    }
+    __syncthreads();
+    Hooks::allow_dependents();
+
+    const int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i >= p.n_embd) {
+        return;
+    }
+    float moe;
+    if (p.experts != nullptr) {
+        // moe_weighted_reduction_f32, the same expressions in the same order.
+        const int   used  = p.n_used - (p.sabotage ? 1 : 0);
+        const float s0    = p.expert_scale != nullptr ? p.expert_scale[0] : 1.0f;
+        moe = (p.experts[i] * s0) * p.weights[0];
+        for (int e = 1; e < used; ++e) {
+            const float s = p.expert_scale != nullptr ? p.expert_scale[e] : 1.0f;
+            moe += (p.experts[(size_t) e * p.n_embd + i] * s) * p.weights[e];
+        }
+    } else {
+        moe = p.moe_out[i];
+    }
+    // Separate kernels in stock: MUL rounds the product, then two rounded ADDs. _rn intrinsics
+    // keep the compiler from contracting them into one fma.
+    const float gated = __fmul_rn(p.shexp[i], gate);
+    const float res   = (p.sabotage && p.experts == nullptr) ? 0.0f : p.residual[i];
+    p.dst[i] = __fadd_rn(__fadd_rn(moe, gated), res);
+}
+
+// Experts per lane for n_expert, as topk_moe_cuda: 1 up to 32 experts, else n_expert / 32.
+// Returns 0 when the count has no instantiation here.
+inline int experts_per_lane(int n_expert) {
+    if (n_expert <= kWarp) {
+        return 1;
+    }
+    if (n_expert % kWarp != 0 || n_expert / kWarp > kMaxEpt) {
+        return 0;
+    }
+    const int ept = n_expert / kWarp;
+    switch (ept) {
+        case 2: case 4: case 8: case 9: case 16: case 18: return ept;
+        default: return 0;
+    }
+}
+
+// True when the router kernel covers this shape: the counts stock topk_moe instantiates (powers of
+// two up to 512, 288, 576), at most 32 per lane of selected experts, an even row.
+inline bool router_supported(int n_embd, int n_expert, int n_used) {
+    const bool stock_count = ((n_expert & (n_expert - 1)) == 0 && n_expert <= 512) || n_expert == 288 || n_expert == 576;
+    return stock_count && experts_per_lane(n_expert) > 0 && n_used >= 1 && n_used <= n_expert && n_embd >= 2 &&
+           n_embd % 2 == 0;
+}
+
+template <class Hooks>
+void router_kernel_for(int n_expert, void (**kernel)(RouterParams)) {
+    switch (experts_per_lane(n_expert)) {
+        case 1:  *kernel = router_kernel<Hooks, 1>;  break;
+        case 2:  *kernel = router_kernel<Hooks, 2>;  break;
+        case 4:  *kernel = router_kernel<Hooks, 4>;  break;
+        case 8:  *kernel = router_kernel<Hooks, 8>;  break;
+        case 9:  *kernel = router_kernel<Hooks, 9>;  break;
+        case 16: *kernel = router_kernel<Hooks, 16>; break;
+        case 18: *kernel = router_kernel<Hooks, 18>; break;
+        default: *kernel = nullptr;                  break;
+    }
+}
+
+inline dim3 router_grid(const RouterParams & p) { return dim3(p.n_expert); }
+inline dim3 tail_grid(const TailParams & p) { return dim3((p.n_embd + kCta - 1) / kCta); }
+
+// No-op hooks for the standalone program (no programmatic dependent launch there).
+struct PlainHooks {
+    __device__ static void wait_for_inputs() {}
+    __device__ static void allow_dependents() {}
+};
+
+}  // namespace fusekit_moe
