@@ -11,6 +11,7 @@
 // Timing: CUDA events around 200 back-to-back launches, median of 15 such batches (launch cost
 // included, inputs L2-resident as they are in a decode step).
 #include "fusekit-moe-router.cuh"
+#include "standalone.cuh"
 
 #include <algorithm>
 #include <cmath>
@@ -22,14 +23,6 @@
 #include <string>
 #include <vector>
 
-#define CHECK(...)                                                                              \
-    do {                                                                                         \
-        cudaError_t err_ = (__VA_ARGS__);                                                        \
-        if (err_ != cudaSuccess) {                                                               \
-            std::fprintf(stderr, "%s:%d: %s\n", __FILE__, __LINE__, cudaGetErrorString(err_));   \
-            std::exit(2);                                                                        \
-        }                                                                                        \
-    } while (0)
 
 namespace {
 
@@ -137,13 +130,9 @@ void router_reference(const RouterCase & c, const std::vector<float> & w, const 
 }  // namespace
 
 int main(int argc, char ** argv) {
-    bool sabotage = false;
-    const char * json_path = nullptr;
-    for (int i = 1; i < argc; ++i) {
-        if (!std::strcmp(argv[i], "--sabotage")) sabotage = true;
-        else if (!std::strcmp(argv[i], "--json") && i + 1 < argc) json_path = argv[++i];
-        else { std::fprintf(stderr, "usage: %s [--sabotage] [--json FILE]\n", argv[0]); return 2; }
-    }
+    const fusekit_standalone::Options options = fusekit_standalone::parse_options(argc, argv);
+    const bool sabotage = options.sabotage;
+    const char * json_path = options.json_path;
     int device = 0;
     CHECK(cudaGetDevice(&device));
     cudaDeviceProp prop;

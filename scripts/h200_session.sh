@@ -14,6 +14,9 @@
 #   scripts/h200_session.sh B pack OUT  # results and logs (no traces, models or binaries) into OUT
 #   scripts/h200_session.sh B variants  # the builds start makes besides stock
 #
+# Device time: stock builds in about 290 s, each variant in about 40-100 s more (ccache), so start and one or
+# two wait calls take about 15 minutes; check about 5, eval about 8, each profile about 2. With 30 minutes,
+# run start, wait, check, eval, then profile what time allows (the stack first).
 # Never changes clocks or power settings; every step records them (results/clocks.csv).
 set -euo pipefail
 B=${1:?batch folder}; STEP=${2:?step}
@@ -63,6 +66,11 @@ case "$STEP" in
     ;;
   check)
     each check || true
+    use_fusekit
+    ST=$(bin_of "$STACK")
+    for op in MUL_MAT MUL_MAT_ID MUL_MAT_VEC_FUSION RMS_NORM $(grep -ho '"FUSEKIT_[A-Z0-9_]*"' "$REPO"/patches/*.patch | tr -d '"' | sort -u); do
+      tbo "stack-$op" pass "$ST" -o "$op"
+    done
     each race || true
     cat "$B/results/checks.txt" 2>/dev/null || true
     ;;

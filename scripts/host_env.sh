@@ -55,7 +55,8 @@ session_eval() {  # session_eval "VARIANT..." MODEL NAME [fusekit eval flags...]
   smi "eval $name"
   fusekit reset >/dev/null
   # shellcheck disable=SC2086
-  fusekit eval $variants --against stock --model "$model" --backend cuda --cuda-arch 90 -p 512 -n 128 \
+  local backend=(--backend "${BACKEND:-cuda}"); [[ "${BACKEND:-cuda}" == cuda ]] && backend+=(--cuda-arch 90)
+  fusekit eval $variants --against stock --model "$model" "${backend[@]}" -p 512 -n 128 \
     --rounds "${ROUNDS:-3}" -r "${REPS:-5}" --chunks 4 --prompts 4 --tokens 64 "$@" \
     --json "$B/results/eval-$name.json" 2>&1 | tee "$B/logs/eval-$name.log" | tail -n 45
   smi "eval $name"
