@@ -1,0 +1,246 @@
+// Host-side check of fusion-4's chunked gated delta rule (fusekit-chunked-gdn.cuh), for machines
+// without a GPU:
+//
+//   nvcc -O2 -std=c++17 -arch=sm_90 -I kernels -o chunked_gdn_host_check kernels/chunked_gdn_host_check.cu
+//   ./chunked_gdn_host_check [--sabotage]
+//
+// For every case (fresh random inputs each), the whole dst of GATED_DELTA_NET (attention output, then
+// K snapshot slots) is computed three ways and compared:
+//   ref     float64 serial recurrence written straight from ggml-cpu/ops.cpp (same strides, head
+//           tiling h % H_k, q/k sequence b / rq3, transposed state, scale on the output, slot mapping)
+//   chunked<double>  the kernel's own __host__ __device__ phases, run with one worker and a no-op barrier
+//   chunked<float>   the same phases in float, as the CUDA kernel runs them
+// Inputs look like the model's: q and k rows L2-normalized (build_gdn_l2_norm), v ~ N(0, 1), beta =
+// sigmoid(N(0, 1.5)) in (0, 1), g = -exp(U(ln 1e-3, ln 4)) <= 0 with some exact zeros (no decay),
+// state ~ N(0, 0.3). q/k live in padded buffers and v in a packed "qkv"-like buffer with a padded
+// head stride, so every stride of the op contract is exercised; one case broadcasts q/k over sequences.
+// Unwritten snapshot slots hold a sentinel in all three outputs, so a slot written that ggml leaves
+// alone is caught too.
+//
+// Error measure: max |x - ref| over a region (attention output, or all state slots) divided by
+// max |ref| of that region. Thresholds and why:
+//   double: 1e-10. Only rounding of float64 arithmetic separates the two algebraically equal forms;
+//           the triangular solve and up to 1000 tokens of carried state amplify 1e-16 by far less
+//           than 1e5 (measured: at most 1.3e-15 over all cases).
+//   float:  2e-5 (state and output). fp32 has 6e-8 unit roundoff; a value is a dot product over
+//           S = 128 key channels plus a chunk sum over <= 64 tokens plus the solve, so a few hundred
+//           ulps of max|ref| is the honest bound of ANY fp32 evaluation order (the stock serial CUDA
+//           kernel is no closer to float64). The delta rule with beta < 1, |k| = 1 and g <= 0 does not
+//           amplify state error from chunk to chunk, so the bound does not grow with T (measured: at
+//           most 2.1e-6 over all cases, T = 1000 included; a 10x margin).
+// --sabotage runs the phases with their sabotage switch (the intra-chunk mask includes the diagonal):
+// the program exits 0 only if EVERY comparison (float and double, every case) then fails.
+// What it cannot see: races between CTA threads, shared-memory sizes, launch shapes (one worker here).
+#include "fusekit-chunked-gdn.cuh"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <random>
+#include <vector>
+
+namespace {
+
+using namespace fusekit_gdn;
+
+constexpr double kSentinel = 12345.0;  // unwritten snapshot slots; no real value comes near it
+
+struct Case {
+    int S, H_k, H_v, T, B, Bq, K, C, n_cols;
+    const char * what;
+};
+
+// Host data of one case: buffers with the op's strides, and the params that view them.
+struct Inputs {
+    std::vector<float> qbuf, kbuf, vbuf, g, beta, state;
+    GdnParams          p{};
+    size_t             dst_elems = 0, attn_elems = 0;
+};
+
+Inputs make_inputs(const Case & c, std::mt19937 & rng) {
+    std::normal_distribution<float>       normal(0.0f, 1.0f);
+    std::uniform_real_distribution<float> uni(0.0f, 1.0f);
+    Inputs in;
+    const int S = c.S;
+    // q, k: [S, H_k, T, Bq] in buffers whose token stride has 8 floats of padding (conv output views).
+    const int64_t qk_s1 = S, qk_s2 = int64_t(S) * c.H_k + 8, qk_s3 = qk_s2 * c.T;
+    // v: [S, H_v, T, B] inside a packed row of (q k v)-sized tokens, head stride padded by 4 floats.
+    const int64_t v_s1 = S + 4, v_s2 = v_s1 * c.H_v + int64_t(2) * S * c.H_k, v_s3 = v_s2 * c.T;
+    in.qbuf.assign(size_t(qk_s3) * c.Bq, std::nanf(""));  // padding is NaN: reading it poisons the result
+    in.kbuf.assign(size_t(qk_s3) * c.Bq, std::nanf(""));
+    in.vbuf.assign(size_t(v_s3) * c.B, std::nanf(""));
+    auto l2_rows = [&](std::vector<float> & buf) {
+        for (int b = 0; b < c.Bq; ++b)
+            for (int t = 0; t < c.T; ++t)
+                for (int h = 0; h < c.H_k; ++h) {
+                    float * row = &buf[b * qk_s3 + t * qk_s2 + h * qk_s1];
+                    double  ss  = 0;
+                    for (int i = 0; i < S; ++i) {
+                        row[i] = normal(rng);
+                        ss += double(row[i]) * row[i];
+                    }
+                    const float inv = float(1.0 / std::sqrt(ss + 1e-6));  // the model's eps
+                    for (int i = 0; i < S; ++i) row[i] *= inv;
+                }
+    };
+    l2_rows(in.qbuf);
+    l2_rows(in.kbuf);
+    for (int b = 0; b < c.B; ++b)
+        for (int t = 0; t < c.T; ++t)
+            for (int h = 0; h < c.H_v; ++h)
+                for (int j = 0; j < S; ++j) in.vbuf[b * v_s3 + t * v_s2 + h * v_s1 + j] = normal(rng);
+    const size_t gates = size_t(c.H_v) * c.T * c.B;
+    in.g.resize(gates);
+    in.beta.resize(gates);
+    for (size_t i = 0; i < gates; ++i) {
+        const float u = uni(rng);
+        in.g[i]       = u < 0.05f ? 0.0f : -std::exp(std::log(1e-3f) + (std::log(4.0f) - std::log(1e-3f)) * uni(rng));
+        in.beta[i]    = 1.0f / (1.0f + std::exp(-1.5f * normal(rng)));
+    }
+    in.state.resize(size_t(S) * S * c.H_v * c.B);
+    for (auto & x : in.state) x = 0.3f * normal(rng);
+
+    GdnParams & p = in.p;
+    p.q = in.qbuf.data();
+    p.k = in.kbuf.data();
+    p.v = in.vbuf.data();
+    p.g = in.g.data();
+    p.beta = in.beta.data();
+    p.state = in.state.data();
+    p.S = S; p.H_v = c.H_v; p.H_k = c.H_k; p.T = c.T; p.B = c.B; p.rq3 = c.B / c.Bq;
+    p.q_s1 = p.k_s1 = qk_s1; p.q_s2 = p.k_s2 = qk_s2; p.q_s3 = p.k_s3 = qk_s3;
+    p.v_s1 = v_s1; p.v_s2 = v_s2; p.v_s3 = v_s3;
+    p.K = c.K;
+    p.scale = 1.0f / sqrtf(float(S));
+    in.attn_elems = size_t(S) * c.H_v * c.T * c.B;
+    in.dst_elems  = in.attn_elems + size_t(c.K) * S * S * c.H_v * c.B;
+    return in;
+}
+
+// float64 serial recurrence, line for line the semantics of ggml_compute_forward_gated_delta_net_one_chunk
+// (scalar gate): decay, delta = (v - S^T k) beta, S += k delta^T, o = scale S^T q, snapshot slot T-1-t.
+std::vector<double> serial_reference(const GdnParams & p) {
+    const int64_t S = p.S, H = p.H_v;
+    const int64_t attn = S * H * p.T * p.B, snap = S * S * H * p.B;
+    std::vector<double> dst(size_t(attn + p.K * snap), kSentinel);
+    std::vector<double> M(static_cast<size_t>(S * S)), delta(static_cast<size_t>(S));
+    for (int64_t iv3 = 0; iv3 < p.B; ++iv3) {
+        for (int64_t iv1 = 0; iv1 < H; ++iv1) {
+            const int64_t iq1 = iv1 % p.H_k, iq3 = iv3 / p.rq3;
+            const float * s_in = p.state + (iv3 * H + iv1) * S * S;
+            for (int64_t x = 0; x < S * S; ++x) M[x] = s_in[x];  // M[j*S + i] = S[i][j]
+            for (int64_t t = 0; t < p.T; ++t) {
+                const float * q = p.q + iq3 * p.q_s3 + t * p.q_s2 + iq1 * p.q_s1;
+                const float * k = p.k + iq3 * p.k_s3 + t * p.k_s2 + iq1 * p.k_s1;
+                const float * v = p.v + iv3 * p.v_s3 + t * p.v_s2 + iv1 * p.v_s1;
+                const double  beta = p.beta[(iv3 * p.T + t) * H + iv1];
+                const double  a    = std::exp(double(p.g[(iv3 * p.T + t) * H + iv1]));
+                for (auto & x : M) x *= a;
+                for (int64_t j = 0; j < S; ++j) {
+                    double sum = 0;
+                    for (int64_t i = 0; i < S; ++i) sum += M[j * S + i] * k[i];
+                    delta[j] = (v[j] - sum) * beta;
+                }
+                for (int64_t j = 0; j < S; ++j)
+                    for (int64_t i = 0; i < S; ++i) M[j * S + i] += delta[j] * k[i];
+                for (int64_t j = 0; j < S; ++j) {
+                    double sum = 0;
+                    for (int64_t i = 0; i < S; ++i) sum += M[j * S + i] * q[i];
+                    dst[((iv3 * p.T + t) * H + iv1) * S + j] = sum * double(p.scale);
+                }
+                const int64_t slot = p.T - 1 - t;
+                if (slot >= 0 && slot < p.K) {
+                    std::copy(M.begin(), M.end(), dst.begin() + attn + slot * snap + (iv3 * H + iv1) * S * S);
+                }
+            }
+        }
+    }
+    return dst;
+}
+
+// The kernel's phases on the CPU: one worker, no-op barrier, every (sequence, head, column slice).
+template <typename Real>
+std::vector<Real> chunked(const Inputs & in, const Case & c, int sabotage) {
+    std::vector<Real> dst(in.dst_elems, Real(kSentinel));
+    GdnParamsT<Real>  p;
+    std::memcpy(static_cast<void *>(&p), &in.p, sizeof(p));  // same layout; only dst's type differs
+    p.dst = dst.data();
+    std::vector<Real> ws(size_t(workspace_reals(c.S, c.C, c.n_cols)));
+    const Workspace<Real> w = carve_workspace(ws.data(), c.S, c.C, c.n_cols);
+    for (int b = 0; b < c.B; ++b)
+        for (int h = 0; h < c.H_v; ++h)
+            for (int j0 = 0; j0 < c.S; j0 += c.n_cols)
+                chunked_gdn_slice(p, w, b, h, j0, c.n_cols, c.C, sabotage, 0, 1, NoBarrier{});
+    return dst;
+}
+
+template <typename Real>
+double rel_error(const std::vector<Real> & x, const std::vector<double> & ref, size_t lo, size_t hi) {
+    double worst = 0, scale = 0;
+    for (size_t i = lo; i < hi; ++i) {
+        scale = std::max(scale, std::fabs(ref[i] == kSentinel ? 0.0 : ref[i]));
+        const double d = std::fabs(double(x[i]) - ref[i]);
+        worst = std::max(worst, std::isfinite(d) ? d : INFINITY);
+    }
+    return worst / std::max(scale, 1e-30);
+}
+
+}  // namespace
+
+int main(int argc, char ** argv) {
+    const bool sabotage = argc > 1 && std::strcmp(argv[1], "--sabotage") == 0;
+    std::mt19937 rng(20261130u);
+    // T: one token, less than a chunk, exactly one chunk, one token over, several, long. H_v = 2 H_k
+    // everywhere (tiling), B = 2, K > 1 snapshots (more than T for T = 1, across a chunk edge for
+    // C = 16), column slices narrower than S (j0 > 0), chunk sizes 64, 16 and 1 (= serial).
+    const Case cases[] = {
+        {128, 2, 4, 1, 2, 2, 1, 64, 32, "T=1, 35B head size"},
+        {128, 2, 4, 1, 2, 2, 3, 64, 128, "T=1 < K=3"},
+        {64, 2, 4, 7, 2, 2, 1, 64, 64, "T=7"},
+        {128, 2, 4, 64, 2, 2, 2, 64, 32, "T=64, one full chunk, K=2"},
+        {128, 2, 4, 65, 2, 2, 1, 64, 32, "T=65, one token over"},
+        {64, 2, 4, 65, 2, 2, 1, 64, 16, "T=65, S=64"},
+        {64, 2, 4, 200, 2, 2, 1, 64, 64, "T=200"},
+        {64, 2, 4, 200, 2, 1, 20, 16, 32, "T=200, C=16, K=20 spans chunks, q/k broadcast over sequences"},
+        {32, 2, 4, 63, 2, 2, 4, 1, 32, "C=1: the chunked phases degenerate to the serial rule"},
+        {128, 2, 4, 1000, 2, 2, 1, 64, 64, "T=1000, 35B head size"},
+        {64, 2, 4, 1000, 2, 2, 3, 64, 64, "T=1000, K=3"},
+    };
+    const double kTolDouble = 1e-10, kTolFloat = 2e-5;
+    int checks = 0, failures = 0;
+    double worst_double = 0, worst_float = 0;
+    for (const Case & c : cases) {
+        const Inputs              in  = make_inputs(c, rng);
+        const std::vector<double> ref = serial_reference(in.p);
+        const int sab = sabotage ? kSabotageMaskDiagonal : kSabotageNone;
+        const std::vector<double> out_d = chunked<double>(in, c, sab);
+        const std::vector<float>  out_f = chunked<float>(in, c, sab);
+        const double errs[4] = {rel_error(out_d, ref, 0, in.attn_elems), rel_error(out_d, ref, in.attn_elems, in.dst_elems),
+                                rel_error(out_f, ref, 0, in.attn_elems), rel_error(out_f, ref, in.attn_elems, in.dst_elems)};
+        const double tols[4] = {kTolDouble, kTolDouble, kTolFloat, kTolFloat};
+        const char * names[4] = {"double out", "double state", "float out", "float state"};
+        std::printf("S=%3d H_k=%d H_v=%d T=%4d B=%d K=%2d C=%2d cols=%3d  out/state err: double %.1e %.1e  float %.1e %.1e  (%s)\n",
+                    c.S, c.H_k, c.H_v, c.T, c.B, c.K, c.C, c.n_cols, errs[0], errs[1], errs[2], errs[3], c.what);
+        for (int e = 0; e < 4; ++e) {
+            const bool ok = errs[e] < tols[e];
+            ++checks;
+            failures += ok ? 0 : 1;
+            if (!ok && !sabotage) {
+                std::printf("  WRONG %s: %.3e >= %.0e\n", names[e], errs[e], tols[e]);
+            }
+        }
+        if (!sabotage) {
+            worst_double = std::max({worst_double, errs[0], errs[1]});
+            worst_float  = std::max({worst_float, errs[2], errs[3]});
+        }
+    }
+    if (sabotage) {
+        std::printf("sabotage: %d of %d comparisons wrong (all must be)\n", failures, checks);
+        return failures == checks ? 0 : 1;
+    }
+    std::printf("worst relative error: double %.2e (limit %.0e), float %.2e (limit %.0e)\n", worst_double, kTolDouble,
+                worst_float, kTolFloat);
+    std::printf("%d of %d host checks passed\n", checks - failures, checks);
+    return failures == 0 ? 0 : 1;
+}
