@@ -116,6 +116,14 @@ FUSEKIT_GDN_HD inline double real_exp(double x) { return exp(x); }
 // (an off-by-one a real kernel could make). It changes u for every token, T = 1 included.
 enum : int { kSabotageNone = 0, kSabotageMaskDiagonal = 1 };
 
+// Dot products over the S key channels start at a per-thread offset and wrap around: neighbouring
+// threads of a warp that read rows S floats apart (state rows, key rows) then hit different
+// shared-memory banks instead of all hitting one. It only changes the summation order.
+FUSEKIT_GDN_HD inline int rotated_channel(int n, int shift, int S) {
+    const int i = n + shift;
+    return i < S ? i : i - S;
+}
+
 // ---- Phase 0: stage one chunk (tokens t0 .. t0+L-1) of keys, queries, gates for (b, h) -----------
 // Elements are split over nthr workers by index; worker tid does idx = tid, tid + nthr, ...
 template <typename Real, typename Out>
@@ -159,8 +167,10 @@ FUSEKIT_GDN_HD void build_intra_chunk_system(const Workspace<Real> & w, int S, i
         const bool below = sabotage == kSabotageMaskDiagonal ? m <= s : m < s;
         Real       a     = 0;
         if (below) {
-            Real dot = 0;
-            for (int i = 0; i < S; ++i) {
+            Real      dot   = 0;
+            const int shift = m % S;
+            for (int n = 0; n < S; ++n) {
+                const int i = rotated_channel(n, shift, S);
                 dot += w.Kc[s * S + i] * w.Kc[m * S + i];
             }
             a = w.beta[s] * real_exp(w.G[s] - w.G[m]) * dot;
@@ -207,8 +217,10 @@ FUSEKIT_GDN_HD void build_rhs(const GdnParamsT<Out> & p, const Workspace<Real> &
     const float * vb = p.v + int64_t(b) * p.v_s3 + int64_t(h) * p.v_s1 + j0;
     for (int idx = tid; idx < L * n_cols; idx += nthr) {
         const int s = idx / n_cols, jj = idx % n_cols;
-        Real      kS = 0;  // (S0^T k_s)[j] = dot(column j of S0, k_s) = dot(row jj of M, k_s)
-        for (int i = 0; i < S; ++i) {
+        Real      kS    = 0;  // (S0^T k_s)[j] = dot(column j of S0, k_s) = dot(row jj of M, k_s)
+        const int shift = jj % S;
+        for (int n = 0; n < S; ++n) {
+            const int i = rotated_channel(n, shift, S);
             kS += w.M[jj * S + i] * w.Kc[s * S + i];
         }
         const Real v = Real(vb[int64_t(t0 + s) * p.v_s2 + jj]);
@@ -224,7 +236,9 @@ FUSEKIT_GDN_HD void build_decayed_qk(const Workspace<Real> & w, int S, int C, in
         const int r = idx / L, s = idx % L;
         Real      qk = 0;
         if (s <= r) {  // inclusive: o_r reads the state after token r
-            for (int i = 0; i < S; ++i) {
+            const int shift = s % S;
+            for (int n = 0; n < S; ++n) {
+                const int i = rotated_channel(n, shift, S);
                 qk += w.Qc[r * S + i] * w.Kc[s * S + i];
             }
             qk *= real_exp(w.G[r] - w.G[s]);
@@ -253,8 +267,10 @@ FUSEKIT_GDN_HD void write_outputs(const GdnParamsT<Out> & p, const Workspace<Rea
     const int S = p.S;
     for (int idx = tid; idx < L * n_cols; idx += nthr) {
         const int r = idx / n_cols, jj = idx % n_cols;
-        Real      qS = 0;
-        for (int i = 0; i < S; ++i) {
+        Real      qS    = 0;
+        const int shift = jj % S;
+        for (int n = 0; n < S; ++n) {
+            const int i = rotated_channel(n, shift, S);
             qS += w.M[jj * S + i] * w.Qc[r * S + i];
         }
         Real o = real_exp(w.G[r]) * qS;
