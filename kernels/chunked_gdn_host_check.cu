@@ -30,14 +30,26 @@
 //           most 2.1e-6 over all cases, T = 1000 included; a 10x margin).
 // --sabotage runs the phases with their sabotage switch (the intra-chunk mask includes the diagonal):
 // the program exits 0 only if EVERY comparison (float and double, every case) then fails.
-// What it cannot see: races between CTA threads, shared-memory sizes, launch shapes (one worker here).
+//
+// CTA schedule check (not under --sabotage: it does not depend on the switch): the CUDA kernel runs the
+// same phases with 256 workers and __syncthreads between them. Here 256 std::threads run them with a
+// barrier that lets exactly one worker run at a time, in forward order in one barrier interval and
+// reverse order in the next (and the opposite in a second run). If a phase read something another
+// worker writes in the same interval, or the work split left an element out or did it twice, the
+// result would depend on the order; each element's arithmetic does not depend on who computes it, so
+// both schedules must be BIT-identical to the one-worker run, on the kernel's shape (S = 128, C = 64,
+// 32 columns per CTA) over several chunks with snapshots.
+// What it cannot see: memory-model effects of real concurrency, shared-memory sizes, launch shapes.
 #include "chunked-gdn-reference.h"
 #include "fusekit-chunked-gdn.cuh"
 
 #include <algorithm>
 #include <cmath>
+#include <condition_variable>
 #include <cstdio>
 #include <cstring>
+#include <mutex>
+#include <thread>
 #include <random>
 #include <vector>
 
@@ -59,6 +71,71 @@ std::vector<Real> chunked(const Inputs & in, const Case & c, int sabotage) {
         for (int h = 0; h < c.H_v; ++h)
             for (int j0 = 0; j0 < c.S; j0 += c.n_cols)
                 chunked_gdn_slice(p, w, b, h, j0, c.n_cols, c.C, sabotage, 0, 1, NoBarrier{});
+    return dst;
+}
+
+// nthr workers that take turns: one runs until its next barrier, then hands over to the next in the
+// interval's order; the order flips (forward / reverse) at every interval boundary.
+class TurnTakingCta {
+  public:
+    TurnTakingCta(int nthr, bool start_reversed) : nthr_(nthr), reversed_(start_reversed), wake_(size_t(nthr)) {}
+
+    void wait_turn(int tid) {
+        std::unique_lock<std::mutex> lock(mu_);
+        wake_[size_t(tid)].wait(lock, [&] { return worker_at(pos_) == tid; });
+    }
+
+    // Wakes only the next worker (waking all 256 on every hand-over costs minutes on two cores).
+    void hand_over() {
+        std::lock_guard<std::mutex> lock(mu_);
+        if (++pos_ == nthr_) {  // every worker reached the barrier: the next interval starts
+            pos_      = 0;
+            reversed_ = !reversed_;
+        }
+        wake_[size_t(worker_at(pos_))].notify_one();
+    }
+
+  private:
+    int worker_at(int pos) const { return reversed_ ? nthr_ - 1 - pos : pos; }
+
+    std::mutex                           mu_;
+    int                                  nthr_, pos_ = 0;
+    bool                                 reversed_;
+    std::vector<std::condition_variable> wake_;
+};
+
+struct TurnBarrier {
+    TurnTakingCta * cta;
+    int             tid;
+    FUSEKIT_GDN_HD void operator()() const {
+#if !defined(__CUDA_ARCH__)
+        cta->hand_over();
+        cta->wait_turn(tid);
+#endif
+    }
+};
+
+// The float phases with nthr workers on one shared workspace, per (sequence, head, column slice).
+std::vector<float> chunked_cta(const Inputs & in, const Case & c, int nthr, bool start_reversed) {
+    std::vector<float> dst(in.dst_elems, float(kSentinel));
+    GdnParams          p = in.p;
+    p.dst                = dst.data();
+    std::vector<float> ws(size_t(workspace_reals(c.S, c.C, c.n_cols)));
+    const Workspace<float> w = carve_workspace(ws.data(), c.S, c.C, c.n_cols);
+    for (int b = 0; b < c.B; ++b)
+        for (int h = 0; h < c.H_v; ++h)
+            for (int j0 = 0; j0 < c.S; j0 += c.n_cols) {
+                TurnTakingCta            cta(nthr, start_reversed);
+                std::vector<std::thread> workers;
+                for (int tid = 0; tid < nthr; ++tid) {
+                    workers.emplace_back([&, tid] {
+                        cta.wait_turn(tid);
+                        chunked_gdn_slice(p, w, b, h, j0, c.n_cols, c.C, kSabotageNone, tid, nthr, TurnBarrier{&cta, tid});
+                        cta.hand_over();
+                    });
+                }
+                for (auto & t : workers) t.join();
+            }
     return dst;
 }
 
@@ -109,6 +186,21 @@ int main(int argc, char ** argv) {
         if (!sabotage) {
             worst_double = std::max({worst_double, errs[0], errs[1]});
             worst_float  = std::max({worst_float, errs[2], errs[3]});
+        }
+    }
+    if (!sabotage) {
+        // The kernel's CTA shape: 256 workers, S = 128, C = 64, 32 columns; T = 150 is three chunks (the
+        // last one partial) and K = 70 snapshot slots reach back across a chunk edge.
+        const Case   c   = {128, 1, 2, 150, 1, 1, 70, 64, 32, "CTA schedules"};
+        const Inputs in  = make_inputs(c, rng);
+        const auto   one = chunked<float>(in, c, kSabotageNone);
+        for (bool start_reversed : {false, true}) {
+            const auto cta = chunked_cta(in, c, 256, start_reversed);
+            const bool ok  = std::memcmp(cta.data(), one.data(), one.size() * sizeof(float)) == 0;
+            ++checks;
+            failures += ok ? 0 : 1;
+            std::printf("256 turn-taking workers, %s order first: %s the one-worker result\n",
+                        start_reversed ? "reverse" : "forward", ok ? "bit-identical to" : "WRONG, differs from");
         }
     }
     if (sabotage) {

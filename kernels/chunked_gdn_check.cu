@@ -1,0 +1,190 @@
+// Standalone check and timing of fusion-4's first chunked gated-delta-rule CUDA kernel (step 1: plain
+// fp32, the phases of fusekit-chunked-gdn.cuh run by one CTA per (value-column slice, head, sequence)),
+// before ggml. Not wired into ggml: no manifest, no patch yet.
+//
+//   nvcc -O3 -std=c++17 -arch=sm_90 -I kernels -o chunked_gdn_check kernels/chunked_gdn_check.cu
+//   ./chunked_gdn_check [--sabotage] [--json FILE]
+//
+// Shapes: the 35B preset's GATED_DELTA_NET (32 value heads, 16 key heads tiled, 128 x 128 state) at
+// T = 512 and T = 4096 with one sequence, plus a T = 512 two-sequence case with K = 3 snapshots and
+// q/k broadcast over sequences. Inputs come from chunked-gdn-reference.h (L2-normalized q/k in padded
+// buffers, v in a packed strided view, beta in (0, 1), g <= 0), the same generator as the host check.
+// Check: the whole dst (attention output, then every snapshot slot; unwritten slots keep a sentinel)
+// against the float64 serial recurrence of ggml-cpu/ops.cpp, max |x - ref| / max |ref| per region
+// below 2e-5 (the host check's fp32 threshold and its reason: a few hundred fp32 ulps of max |ref|).
+// Timing: CUDA events around 10 back-to-back launches, median of 11 batches, after a warm-up.
+// --sabotage runs the kernel with the phases' sabotage switch: exits 0 only if every check fails.
+//
+// Where the next step goes (NOTES-chunked-gdn.md): every phase below is a small matrix product done
+// with scalar FMAs from shared memory (K K^T, Q K^T, K S0, Q S0, P R, (QK) U, K^T U): mma.sync tf32 /
+// bf16 (sm_80) or wgmma (sm_90), the state slice in registers, the triangular inverse by 16 x 16
+// diagonal blocks instead of one column per thread.
+#include "chunked-gdn-reference.h"
+#include "fusekit-chunked-gdn.cuh"
+#include "standalone.cuh"
+
+#include <algorithm>
+#include <cstdio>
+#include <string>
+#include <thread>
+#include <vector>
+
+namespace {
+
+using namespace fusekit_gdn;
+using namespace fusekit_gdn_ref;
+
+constexpr int kThreads = 256;  // 8 warps per CTA
+constexpr int kChunk   = 64;   // tokens per chunk
+constexpr int kCols    = 32;   // value columns per CTA: 4 CTAs per head at S = 128, ~130 KB shared
+
+__global__ void __launch_bounds__(kThreads) chunked_gdn_kernel(GdnParams p, int chunk, int n_cols, int sabotage) {
+    extern __shared__ float shared[];
+    const Workspace<float> w = carve_workspace(shared, p.S, chunk, n_cols);
+    chunked_gdn_slice(p, w, int(blockIdx.z), int(blockIdx.y), int(blockIdx.x) * n_cols, n_cols, chunk, sabotage,
+                      int(threadIdx.x), int(blockDim.x), CtaBarrier{});
+}
+
+double median(std::vector<double> v) {
+    std::sort(v.begin(), v.end());
+    return v[v.size() / 2];
+}
+
+// Bytes every implementation must move (fp32 q, k, v, g, beta, state in; output and snapshots out) and
+// the chunked form's FLOPs (2 per multiply-add; see NOTES-chunked-gdn.md for the count).
+double min_bytes(const Case & c) {
+    const double S = c.S, T = c.T;
+    return 4.0 * (2 * S * c.H_k * T * c.Bq + S * c.H_v * T * c.B + 2.0 * c.H_v * T * c.B + S * S * c.H_v * c.B +
+                  S * c.H_v * T * c.B + double(c.K) * S * S * c.H_v * c.B);
+}
+
+double chunked_flops(const Case & c) {
+    const double S = c.S, C = kChunk, chunks = double((c.T + kChunk - 1) / kChunk);
+    // per chunk and value head: K S0, Q S0, K^T U (C S S each); K K^T, Q K^T, P R, (QK) U (C C S / 2 each)
+    return 2.0 * chunks * c.H_v * c.B * (3 * C * S * S + 4 * C * C * S / 2);
+}
+
+}  // namespace
+
+int main(int argc, char ** argv) {
+    const fusekit_standalone::Options options  = fusekit_standalone::parse_options(argc, argv);
+    const bool                        sabotage = options.sabotage;
+    cudaDeviceProp prop;
+    CHECK(cudaGetDeviceProperties(&prop, 0));
+    std::printf("device: %s (sm_%d%d, %d SMs)%s\n", prop.name, prop.major, prop.minor, prop.multiProcessorCount,
+                sabotage ? "  [sabotage]" : "");
+
+    const Case cases[] = {
+        {128, 16, 32, 512, 1, 1, 1, kChunk, kCols, "35B GDN layer, T=512"},
+        {128, 16, 32, 4096, 1, 1, 1, kChunk, kCols, "35B GDN layer, T=4096"},
+        {128, 16, 32, 512, 2, 1, 3, kChunk, kCols, "T=512, 2 sequences, q/k broadcast, K=3 snapshots"},
+    };
+    const double kTol    = 2e-5;
+    const int    threads = int(std::max(1u, std::thread::hardware_concurrency()));
+    std::mt19937 rng(20261130u);
+
+    const size_t smem = size_t(workspace_reals(128, kChunk, kCols)) * sizeof(float);
+    if (smem > prop.sharedMemPerBlockOptin) {
+        std::fprintf(stderr, "needs %zu bytes of shared memory per block, the device allows %zu\n", smem,
+                     size_t(prop.sharedMemPerBlockOptin));
+        return 2;
+    }
+    CHECK(cudaFuncSetAttribute(chunked_gdn_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem)));
+
+    std::string json = "{\"device\": \"" + std::string(prop.name) + "\", \"sabotage\": " + (sabotage ? "true" : "false") +
+                       ", \"chunk\": " + std::to_string(kChunk) + ", \"cols_per_cta\": " + std::to_string(kCols) +
+                       ", \"threads\": " + std::to_string(kThreads) + ", \"shared_bytes\": " + std::to_string(smem) +
+                       ", \"stock_serial_us_t4096_h200\": [279, 289], \"cases\": [";
+    int checks = 0, failures = 0;
+    for (const Case & c : cases) {
+        Inputs in = make_inputs(c, rng);
+        // Device copies of the host buffers, padding and all, so the strides of the views stay the same.
+        auto upload = [](const std::vector<float> & h) {
+            float * d = nullptr;
+            CHECK(cudaMalloc(&d, h.size() * sizeof(float)));
+            CHECK(cudaMemcpy(d, h.data(), h.size() * sizeof(float), cudaMemcpyHostToDevice));
+            return d;
+        };
+        GdnParams p = in.p;
+        p.q = upload(in.qbuf);
+        p.k = upload(in.kbuf);
+        p.v = upload(in.vbuf);
+        p.g = upload(in.g);
+        p.beta = upload(in.beta);
+        p.state = upload(in.state);
+        std::vector<float> out(in.dst_elems, float(kSentinel));
+        float * d_dst = upload(out);
+        p.dst = d_dst;
+
+        const dim3 grid(unsigned(c.S / c.n_cols), unsigned(c.H_v), unsigned(c.B));
+        chunked_gdn_kernel<<<grid, kThreads, smem>>>(p, c.C, c.n_cols, sabotage ? kSabotageMaskDiagonal : kSabotageNone);
+        CHECK(cudaGetLastError());
+        CHECK(cudaDeviceSynchronize());
+        CHECK(cudaMemcpy(out.data(), d_dst, out.size() * sizeof(float), cudaMemcpyDeviceToHost));
+
+        const std::vector<double> ref = serial_reference(in.p, threads);
+        const double err_out   = rel_error(out, ref, 0, in.attn_elems);
+        const double err_state = rel_error(out, ref, in.attn_elems, in.dst_elems);
+        const bool   ok_out = err_out < kTol, ok_state = err_state < kTol;
+        checks += 2;
+        failures += (ok_out ? 0 : 1) + (ok_state ? 0 : 1);
+
+        // Timing: the kernel rewrites the same dst each launch (it reads only the inputs).
+        cudaEvent_t t0, t1;
+        CHECK(cudaEventCreate(&t0));
+        CHECK(cudaEventCreate(&t1));
+        for (int i = 0; i < 3; ++i) {
+            chunked_gdn_kernel<<<grid, kThreads, smem>>>(p, c.C, c.n_cols, 0);
+        }
+        CHECK(cudaGetLastError());
+        std::vector<double> us;
+        const int           per_batch = 10;
+        for (int batch = 0; batch < 11; ++batch) {
+            CHECK(cudaEventRecord(t0));
+            for (int i = 0; i < per_batch; ++i) {
+                chunked_gdn_kernel<<<grid, kThreads, smem>>>(p, c.C, c.n_cols, 0);
+            }
+            CHECK(cudaEventRecord(t1));
+            CHECK(cudaEventSynchronize(t1));
+            float ms = 0;
+            CHECK(cudaEventElapsedTime(&ms, t0, t1));
+            us.push_back(1000.0 * ms / per_batch);
+        }
+        CHECK(cudaGetLastError());
+        const double med = median(us), bytes = min_bytes(c), flops = chunked_flops(c);
+        std::printf("%-52s out err %.2e %s, state err %.2e %s, %9.1f us (%.0f GB/s of %.0f MB, %.1f TFLOP/s chunked)\n",
+                    c.what, err_out, ok_out ? "ok" : "FAIL", err_state, ok_state ? "ok" : "FAIL", med, bytes / med / 1e3,
+                    bytes / 1e6, flops / med / 1e6);
+        char row[768];
+        std::snprintf(row, sizeof(row),
+                      "%s{\"what\": \"%s\", \"S\": %d, \"H_k\": %d, \"H_v\": %d, \"T\": %d, \"B\": %d, \"K\": %d, "
+                      "\"err_out\": %.3e, \"err_state\": %.3e, \"tolerance\": %.0e, \"ok\": %s, \"median_us\": %.2f, "
+                      "\"batches_us\": [%.2f, %.2f], \"min_bytes\": %.0f, \"chunked_flops\": %.0f}",
+                      &c == cases ? "" : ", ", c.what, c.S, c.H_k, c.H_v, c.T, c.B, c.K, err_out, err_state, kTol,
+                      ok_out && ok_state ? "true" : "false", med, *std::min_element(us.begin(), us.end()),
+                      *std::max_element(us.begin(), us.end()), bytes, flops);
+        json += row;
+        CHECK(cudaEventDestroy(t0));
+        CHECK(cudaEventDestroy(t1));
+        for (const float * d : {p.q, p.k, p.v, p.g, p.beta, p.state}) {
+            CHECK(cudaFree(const_cast<float *>(d)));
+        }
+        CHECK(cudaFree(d_dst));
+    }
+    json += "], \"checks\": " + std::to_string(checks) + ", \"failures\": " + std::to_string(failures) + "}\n";
+    if (options.json_path) {
+        FILE * f = std::fopen(options.json_path, "w");
+        if (!f) {
+            std::perror(options.json_path);
+            return 2;
+        }
+        std::fputs(json.c_str(), f);
+        std::fclose(f);
+    }
+    if (sabotage) {
+        std::printf("sabotage: %d of %d checks wrong (all must be)\n", failures, checks);
+        return failures == checks ? 0 : 1;
+    }
+    std::printf("%d of %d checks passed\n", checks - failures, checks);
+    return failures == 0 ? 0 : 1;
+}
