@@ -21,6 +21,7 @@ constexpr double kSentinel = 12345.0;  // unwritten snapshot slots; no real valu
 struct Case {
     int S, H_k, H_v, T, B, Bq, K, C, n_cols;
     const char * what;
+    bool         cache_path = false;  // snapshots to a separate "cache" buffer with a padded slot stride
 };
 
 // Host data of one case: buffers with the op's strides, and the params that view them.

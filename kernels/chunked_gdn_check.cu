@@ -114,7 +114,7 @@ int main(int argc, char ** argv) {
         p.state = upload(in.state);
         std::vector<float> out(in.dst_elems, float(kSentinel));
         float * d_dst = upload(out);
-        p.dst = d_dst;
+        point_output_at_dst(p, d_dst);
 
         const dim3 grid(unsigned(c.S / c.n_cols), unsigned(c.H_v), unsigned(c.B));
         chunked_gdn_kernel<<<grid, kThreads, smem>>>(p, c.C, c.n_cols, sabotage ? kSabotageMaskDiagonal : kSabotageNone);

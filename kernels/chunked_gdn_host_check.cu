@@ -64,13 +64,29 @@ std::vector<Real> chunked(const Inputs & in, const Case & c, int sabotage) {
     std::vector<Real> dst(in.dst_elems, Real(kSentinel));
     GdnParamsT<Real>  p;
     std::memcpy(static_cast<void *>(&p), &in.p, sizeof(p));  // same layout; only dst's type differs
-    p.dst = dst.data();
+    point_output_at_dst(p, dst.data());
+    // The fused cache write: slots go to a separate buffer whose slot stride has 40 extra values
+    // (poisoned), copied back into dst's layout for the comparison; a touched pad fails the case.
+    const size_t      slot = size_t(c.S) * c.S * c.H_v * c.B, pad = 40;
+    std::vector<Real> cache(c.cache_path ? c.K * (slot + pad) : 0, Real(kSentinel));
+    if (c.cache_path) {
+        p.state_out         = cache.data();
+        p.state_slot_stride = int64_t(slot + pad);
+    }
     std::vector<Real> ws(size_t(workspace_reals(c.S, c.C, c.n_cols)));
     const Workspace<Real> w = carve_workspace(ws.data(), c.S, c.C, c.n_cols);
     for (int b = 0; b < c.B; ++b)
         for (int h = 0; h < c.H_v; ++h)
             for (int j0 = 0; j0 < c.S; j0 += c.n_cols)
                 chunked_gdn_slice(p, w, b, h, j0, c.n_cols, c.C, sabotage, 0, 1, NoBarrier{});
+    for (int s = 0; c.cache_path && s < c.K; ++s) {
+        std::copy_n(cache.begin() + s * (slot + pad), slot, dst.begin() + in.attn_elems + s * slot);
+        for (size_t x = 0; x < pad; ++x) {
+            if (cache[s * (slot + pad) + slot + x] != Real(kSentinel)) {
+                dst[in.attn_elems + s * slot] = Real(NAN);  // wrote outside its slot
+            }
+        }
+    }
     return dst;
 }
 
@@ -119,7 +135,7 @@ struct TurnBarrier {
 std::vector<float> chunked_cta(const Inputs & in, const Case & c, int nthr, bool start_reversed) {
     std::vector<float> dst(in.dst_elems, float(kSentinel));
     GdnParams          p = in.p;
-    p.dst                = dst.data();
+    point_output_at_dst(p, dst.data());
     std::vector<float> ws(size_t(workspace_reals(c.S, c.C, c.n_cols)));
     const Workspace<float> w = carve_workspace(ws.data(), c.S, c.C, c.n_cols);
     for (int b = 0; b < c.B; ++b)
@@ -159,6 +175,7 @@ int main(int argc, char ** argv) {
         {32, 2, 4, 63, 2, 2, 4, 1, 32, "C=1: the chunked phases degenerate to the serial rule"},
         {128, 2, 4, 1000, 2, 2, 1, 64, 64, "T=1000, 35B head size"},
         {64, 2, 4, 1000, 2, 2, 3, 64, 64, "T=1000, K=3"},
+        {64, 2, 4, 130, 2, 2, 4, 64, 32, "T=130, K=4 through the fused cache-write path", true},
     };
     const double kTolDouble = 1e-10, kTolFloat = 2e-5;
     int checks = 0, failures = 0;

@@ -19,6 +19,8 @@
 //   dst:  attention output [S, H_v, T, B] (element ((b*T + t)*H_v + h)*S + j), followed by K state
 //         snapshots of S*S*H_v*B floats each; slot s = the state after token T-1-s, written only for
 //         s < min(K, T); slot 0 is the final state. Within a slot, (b, h) sits at (b*H_v + h)*S*S.
+//         ggml-cuda's fused cache write sends the snapshots to the recurrent cache instead, with its
+//         own slot stride (state_out / state_slot_stride below); the per-slot layout is the same.
 //
 // ---- The recurrence (per value head, per sequence; ops.cpp's order) ------------------------------
 //   S_t   = a_t S_{t-1} + k_t u_t^T,   a_t = exp(g_t)
@@ -65,7 +67,9 @@ template <typename Out> struct GdnParamsT {
     const float * g;      // [1, H_v, T, B] contiguous (scalar gate only)
     const float * beta;   // [1, H_v, T, B] contiguous
     const float * state;  // [S, S, H_v, B] contiguous, transposed
-    Out *         dst;    // attention output, then K snapshot slots
+    Out *         dst;    // attention output [S, H_v, T, B]
+    Out *         state_out;          // snapshot slot 0: dst + S*H_v*T*B, or the recurrent cache when
+    int64_t       state_slot_stride;  // ggml-cuda fuses the cache write (ggml_cuda_gated_delta_net_fused_cache)
     int     S, H_v, H_k, T, B;
     int     rq3;                    // B / (q, k sequence count): q/k sequence = b / rq3
     int64_t q_s1, q_s2, q_s3;       // q strides (head, token, sequence)
@@ -75,6 +79,14 @@ template <typename Out> struct GdnParamsT {
     float   scale;                  // 1/sqrt(S), as ops.cpp
 };
 using GdnParams = GdnParamsT<float>;
+
+// The op's own output: snapshots right after the attention output, one S*S*H_v*B block per slot.
+// (The fused cache write instead points state_out at the cache and sets its slot stride.)
+template <typename Out> inline void point_output_at_dst(GdnParamsT<Out> & p, Out * dst) {
+    p.dst               = dst;
+    p.state_out         = dst + int64_t(p.S) * p.H_v * p.T * p.B;
+    p.state_slot_stride = int64_t(p.S) * p.S * p.H_v * p.B;
+}
 
 // Per-CTA working memory of one (sequence, value head, value-column slice). n_cols columns of the
 // state, one chunk of keys/queries, and the C x C matrices. Sizes in Reals: see workspace_reals().
@@ -295,15 +307,13 @@ FUSEKIT_GDN_HD Real state_after(const Workspace<Real> & w, int S, int n_cols, in
 template <typename Real, typename Out>
 FUSEKIT_GDN_HD void write_snapshots(const GdnParamsT<Out> & p, const Workspace<Real> & w, int b, int h, int t0, int L,
                                     int j0, int n_cols, int tid, int nthr) {
-    const int     S         = p.S;
-    const int64_t slot_size = int64_t(S) * S * p.H_v * p.B;
-    Out *         states    = p.dst + int64_t(S) * p.H_v * p.T * p.B;
+    const int S = p.S;
     for (int r = 0; r < L; ++r) {
         const int slot = p.T - 1 - (t0 + r);
         if (slot < 0 || slot >= p.K) {
             continue;
         }
-        Out * out = states + slot * slot_size + (int64_t(b) * p.H_v + h) * S * S + int64_t(j0) * S;
+        Out * out = p.state_out + slot * p.state_slot_stride + (int64_t(b) * p.H_v + h) * S * S + int64_t(j0) * S;
         for (int idx = tid; idx < n_cols * S; idx += nthr) {
             const int jj = idx / S, i = idx % S;
             out[idx]     = Out(state_after(w, S, n_cols, r, jj, i));
