@@ -22,6 +22,9 @@ struct Case {
     int S, H_k, H_v, T, B, Bq, K, C, n_cols;
     const char * what;
     bool         cache_path = false;  // snapshots to a separate "cache" buffer with a padded slot stride
+    bool         backend_ops = false; // test-backend-ops' GATED_DELTA_NET inputs: permuted q/k/v (token and
+                                      // head strides swapped), g ~ U(-20, -1e-4), v ~ U(-0.3, 5),
+                                      // state and (pre-norm) q/k ~ U(-1, 1), beta ~ U(0, 1)
 };
 
 // Host data of one case: buffers with the op's strides, and the params that view them.
@@ -37,9 +40,14 @@ inline Inputs make_inputs(const Case & c, std::mt19937 & rng) {
     Inputs in;
     const int S = c.S;
     // q, k: [S, H_k, T, Bq] in buffers whose token stride has 8 floats of padding (conv output views).
-    const int64_t qk_s1 = S, qk_s2 = int64_t(S) * c.H_k + 8, qk_s3 = qk_s2 * c.T;
+    int64_t qk_s1 = S, qk_s2 = int64_t(S) * c.H_k + 8, qk_s3 = qk_s2 * c.T;
     // v: [S, H_v, T, B] inside a packed row of (q k v)-sized tokens, head stride padded by 4 floats.
-    const int64_t v_s1 = S + 4, v_s2 = v_s1 * c.H_v + int64_t(2) * S * c.H_k, v_s3 = v_s2 * c.T;
+    int64_t v_s1 = S + 4, v_s2 = v_s1 * c.H_v + int64_t(2) * S * c.H_k, v_s3 = v_s2 * c.T;
+    if (c.backend_ops) {  // ggml_permute(.., 0, 2, 1, 3) of a contiguous [S, T, H, B]
+        qk_s1 = int64_t(S) * c.T, qk_s2 = S, qk_s3 = qk_s1 * c.H_k;
+        v_s1 = int64_t(S) * c.T, v_s2 = S, v_s3 = v_s1 * c.H_v;
+    }
+    std::uniform_real_distribution<float> sym(-1.0f, 1.0f), v_ops(-0.3f, 5.0f), g_ops(-20.0f, -1e-4f);
     in.qbuf.assign(size_t(qk_s3) * c.Bq, std::nanf(""));  // padding is NaN: reading it poisons the result
     in.kbuf.assign(size_t(qk_s3) * c.Bq, std::nanf(""));
     in.vbuf.assign(size_t(v_s3) * c.B, std::nanf(""));
@@ -50,7 +58,7 @@ inline Inputs make_inputs(const Case & c, std::mt19937 & rng) {
                     float * row = &buf[b * qk_s3 + t * qk_s2 + h * qk_s1];
                     double  ss  = 0;
                     for (int i = 0; i < S; ++i) {
-                        row[i] = normal(rng);
+                        row[i] = c.backend_ops ? sym(rng) : normal(rng);
                         ss += double(row[i]) * row[i];
                     }
                     const float inv = float(1.0 / std::sqrt(ss + 1e-6));  // the model's eps
@@ -62,7 +70,7 @@ inline Inputs make_inputs(const Case & c, std::mt19937 & rng) {
     for (int b = 0; b < c.B; ++b)
         for (int t = 0; t < c.T; ++t)
             for (int h = 0; h < c.H_v; ++h)
-                for (int j = 0; j < S; ++j) in.vbuf[b * v_s3 + t * v_s2 + h * v_s1 + j] = normal(rng);
+                for (int j = 0; j < S; ++j) in.vbuf[b * v_s3 + t * v_s2 + h * v_s1 + j] = c.backend_ops ? v_ops(rng) : normal(rng);
     const size_t gates = size_t(c.H_v) * c.T * c.B;
     in.g.resize(gates);
     in.beta.resize(gates);
@@ -70,9 +78,13 @@ inline Inputs make_inputs(const Case & c, std::mt19937 & rng) {
         const float u = uni(rng);
         in.g[i]       = u < 0.05f ? 0.0f : -std::exp(std::log(1e-3f) + (std::log(4.0f) - std::log(1e-3f)) * uni(rng));
         in.beta[i]    = 1.0f / (1.0f + std::exp(-1.5f * normal(rng)));
+        if (c.backend_ops) {
+            in.g[i]    = g_ops(rng);
+            in.beta[i] = uni(rng);
+        }
     }
     in.state.resize(size_t(S) * S * c.H_v * c.B);
-    for (auto & x : in.state) x = 0.3f * normal(rng);
+    for (auto & x : in.state) x = c.backend_ops ? sym(rng) : 0.3f * normal(rng);
 
     GdnParams & p = in.p;
     p.q = in.qbuf.data();

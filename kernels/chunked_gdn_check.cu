@@ -11,7 +11,9 @@
 // buffers, v in a packed strided view, beta in (0, 1), g <= 0), the same generator as the host check.
 // Check: the whole dst (attention output, then every snapshot slot; unwritten slots keep a sentinel)
 // against the float64 serial recurrence of ggml-cpu/ops.cpp, max |x - ref| / max |ref| per region
-// below 2e-5 (the host check's fp32 threshold and its reason: a few hundred fp32 ulps of max |ref|).
+// below 5e-6: the host check runs these very phases in float at <= 4.3e-7 (limit 2e-6); the device
+// adds FMA contraction and expf's own rounding, and T = 4096 is longer than the host's 1000, so the
+// first GPU run gets 2.5x more room; tighten it to the measured value x 5 after that run.
 // Timing: CUDA events around 10 back-to-back launches, median of 11 batches, after a warm-up.
 // --sabotage runs the kernel with the phases' sabotage switch: exits 0 only if every check fails.
 //
@@ -39,8 +41,8 @@ constexpr int kChunk   = 64;   // tokens per chunk
 constexpr int kCols    = 32;   // value columns per CTA: 4 CTAs per head at S = 128, ~130 KB shared
 
 __global__ void __launch_bounds__(kThreads) chunked_gdn_kernel(GdnParams p, int chunk, int n_cols, int sabotage) {
-    extern __shared__ float shared[];
-    const Workspace<float> w = carve_workspace(shared, p.S, chunk, n_cols);
+    extern __shared__ double shared[];  // double: the workspace starts with float64 G
+    const Workspace<float> w = carve_workspace<float>(shared, p.S, chunk, n_cols);
     chunked_gdn_slice(p, w, int(blockIdx.z), int(blockIdx.y), int(blockIdx.x) * n_cols, n_cols, chunk, sabotage,
                       int(threadIdx.x), int(blockDim.x), CtaBarrier{});
 }
@@ -79,11 +81,11 @@ int main(int argc, char ** argv) {
         {128, 16, 32, 4096, 1, 1, 1, kChunk, kCols, "35B GDN layer, T=4096"},
         {128, 16, 32, 512, 2, 1, 3, kChunk, kCols, "T=512, 2 sequences, q/k broadcast, K=3 snapshots"},
     };
-    const double kTol    = 2e-5;
+    const double kTol    = 5e-6;
     const int    threads = int(std::max(1u, std::thread::hardware_concurrency()));
     std::mt19937 rng(20261130u);
 
-    const size_t smem = size_t(workspace_reals(128, kChunk, kCols)) * sizeof(float);
+    const size_t smem = size_t(workspace_bytes<float>(128, kChunk, kCols));
     if (smem > prop.sharedMemPerBlockOptin) {
         std::fprintf(stderr, "needs %zu bytes of shared memory per block, the device allows %zu\n", smem,
                      size_t(prop.sharedMemPerBlockOptin));

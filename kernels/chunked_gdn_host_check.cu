@@ -13,7 +13,9 @@
 // Inputs look like the model's: q and k rows L2-normalized (build_gdn_l2_norm), v ~ N(0, 1), beta =
 // sigmoid(N(0, 1.5)) in (0, 1), g = -exp(U(ln 1e-3, ln 4)) <= 0 with some exact zeros (no decay),
 // state ~ N(0, 0.3). q/k live in padded buffers and v in a packed "qkv"-like buffer with a padded
-// head stride, so every stride of the op contract is exercised; one case broadcasts q/k over sequences.
+// head stride, so every stride of the op contract is exercised; one case broadcasts q/k over sequences,
+// one sends the snapshots through the fused cache-write path, one uses test-backend-ops' permuted
+// layouts and distributions (g down to -20: whole chunks where exp(G) underflows to 0).
 // Unwritten snapshot slots hold a sentinel in all three outputs, so a slot written that ggml leaves
 // alone is caught too.
 //
@@ -22,12 +24,14 @@
 //   double: 1e-10. Only rounding of float64 arithmetic separates the two algebraically equal forms;
 //           the triangular solve and up to 1000 tokens of carried state amplify 1e-16 by far less
 //           than 1e5 (measured: at most 1.3e-15 over all cases).
-//   float:  2e-5 (state and output). fp32 has 6e-8 unit roundoff; a value is a dot product over
-//           S = 128 key channels plus a chunk sum over <= 64 tokens plus the solve, so a few hundred
-//           ulps of max|ref| is the honest bound of ANY fp32 evaluation order (the stock serial CUDA
-//           kernel is no closer to float64). The delta rule with beta < 1, |k| = 1 and g <= 0 does not
-//           amplify state error from chunk to chunk, so the bound does not grow with T (measured: at
-//           most 2.1e-6 over all cases, T = 1000 included; a 10x margin).
+//   float:  2e-6 (state and output). fp32 has 6e-8 unit roundoff; each value is a dot product over
+//           S key channels plus a chunk sum over <= 64 tokens plus the triangular solve. A float
+//           serial recurrence in ops.cpp's own order scores about 3.5e-7 on this measure and these
+//           inputs, and the chunked phases in float score at most 4.3e-7 (every case, T = 1000
+//           included): the same class; 2e-6 leaves a 5x margin. The delta rule with beta < 1,
+//           |k| = 1 and g <= 0 does not amplify carried state error, so this does not grow with T.
+//           (Before the cumulative log decay G was kept in float64 the float error was 2e-6, and
+//           1.1e-5 on test-backend-ops' g down to -20: see the Workspace comment in the header.)
 // --sabotage runs the phases with their sabotage switch (the intra-chunk mask includes the diagonal):
 // the program exits 0 only if EVERY comparison (float and double, every case) then fails.
 //
@@ -73,8 +77,8 @@ std::vector<Real> chunked(const Inputs & in, const Case & c, int sabotage) {
         p.state_out         = cache.data();
         p.state_slot_stride = int64_t(slot + pad);
     }
-    std::vector<Real> ws(size_t(workspace_reals(c.S, c.C, c.n_cols)));
-    const Workspace<Real> w = carve_workspace(ws.data(), c.S, c.C, c.n_cols);
+    std::vector<double>   ws(size_t(workspace_bytes<Real>(c.S, c.C, c.n_cols) + 7) / 8);  // 8-byte aligned
+    const Workspace<Real> w = carve_workspace<Real>(ws.data(), c.S, c.C, c.n_cols);
     for (int b = 0; b < c.B; ++b)
         for (int h = 0; h < c.H_v; ++h)
             for (int j0 = 0; j0 < c.S; j0 += c.n_cols)
@@ -136,8 +140,8 @@ std::vector<float> chunked_cta(const Inputs & in, const Case & c, int nthr, bool
     std::vector<float> dst(in.dst_elems, float(kSentinel));
     GdnParams          p = in.p;
     point_output_at_dst(p, dst.data());
-    std::vector<float> ws(size_t(workspace_reals(c.S, c.C, c.n_cols)));
-    const Workspace<float> w = carve_workspace(ws.data(), c.S, c.C, c.n_cols);
+    std::vector<double>    ws(size_t(workspace_bytes<float>(c.S, c.C, c.n_cols) + 7) / 8);
+    const Workspace<float> w = carve_workspace<float>(ws.data(), c.S, c.C, c.n_cols);
     for (int b = 0; b < c.B; ++b)
         for (int h = 0; h < c.H_v; ++h)
             for (int j0 = 0; j0 < c.S; j0 += c.n_cols) {
@@ -176,8 +180,9 @@ int main(int argc, char ** argv) {
         {128, 2, 4, 1000, 2, 2, 1, 64, 64, "T=1000, 35B head size"},
         {64, 2, 4, 1000, 2, 2, 3, 64, 64, "T=1000, K=3"},
         {64, 2, 4, 130, 2, 2, 4, 64, 32, "T=130, K=4 through the fused cache-write path", true},
+        {64, 2, 4, 300, 2, 2, 2, 64, 32, "test-backend-ops inputs: permuted q/k/v, g down to -20", false, true},
     };
-    const double kTolDouble = 1e-10, kTolFloat = 2e-5;
+    const double kTolDouble = 1e-10, kTolFloat = 2e-6;
     int checks = 0, failures = 0;
     double worst_double = 0, worst_float = 0;
     for (const Case & c : cases) {

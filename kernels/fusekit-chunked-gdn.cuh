@@ -88,9 +88,10 @@ template <typename Out> inline void point_output_at_dst(GdnParamsT<Out> & p, Out
     p.state_slot_stride = int64_t(p.S) * p.S * p.H_v * p.B;
 }
 
-// Per-CTA working memory of one (sequence, value head, value-column slice). n_cols columns of the
-// state, one chunk of keys/queries, and the C x C matrices. Sizes in Reals: see workspace_reals().
+// Per-CTA working memory of one (sequence, value head, value-column slice): n_cols columns of the
+// state, one chunk of keys/queries, the C x C matrices, and the chunk's cumulative log decay.
 template <typename Real> struct Workspace {
+    double * G;  // [C]          cumulative log decay G_r, in float64 even when Real is float: see below
     Real * M;    // [n_cols][S]  state slice, transposed like ggml: M[jj*S + i] = S0[i][j0+jj]
     Real * Kc;   // [C][S]       the chunk's keys
     Real * Qc;   // [C][S]       the chunk's queries
@@ -98,30 +99,48 @@ template <typename Real> struct Workspace {
     Real * U;    // [C][n_cols]  pseudo-values u
     Real * A;    // [C][C]       strictly lower A, later reused for the decayed Q K^T
     Real * P;    // [C][C]       (I + A)^{-1}, unit lower
-    Real * G;    // [C]          cumulative log decay
     Real * beta; // [C]
 };
 
-FUSEKIT_GDN_HD inline int64_t workspace_reals(int S, int C, int n_cols) {
-    return int64_t(n_cols) * S + 2 * int64_t(C) * S + 2 * int64_t(C) * n_cols + 2 * int64_t(C) * C + 2 * C;
+// Why G is float64: the decay between two tokens is exp(G_r - G_s), and G_r - G_s for neighbours is
+// one g, which a float G loses once G itself is large: with g near -20 (test-backend-ops draws
+// U(-20, 0)) G reaches -1000 within a chunk, its float spacing is 6e-5, and exp(G_r - G_{r-1})
+// carries a 6e-5 relative error that the serial rule (exp(g) directly) never has. The host check saw
+// it as 1e-5 output error; with G in float64 (64 values, a few double adds per pair) it is gone.
+template <typename Real> FUSEKIT_GDN_HD inline int64_t workspace_bytes(int S, int C, int n_cols) {
+    const int64_t reals = int64_t(n_cols) * S + 2 * int64_t(C) * S + 2 * int64_t(C) * n_cols + 2 * int64_t(C) * C + C;
+    return int64_t(C) * int64_t(sizeof(double)) + reals * int64_t(sizeof(Real));
 }
 
-template <typename Real> FUSEKIT_GDN_HD Workspace<Real> carve_workspace(Real * base, int S, int C, int n_cols) {
+// base must be 8-byte aligned (G comes first).
+template <typename Real> FUSEKIT_GDN_HD Workspace<Real> carve_workspace(void * base, int S, int C, int n_cols) {
     Workspace<Real> w;
-    w.M    = base;            base += int64_t(n_cols) * S;
-    w.Kc   = base;            base += int64_t(C) * S;
-    w.Qc   = base;            base += int64_t(C) * S;
-    w.R    = base;            base += int64_t(C) * n_cols;
-    w.U    = base;            base += int64_t(C) * n_cols;
-    w.A    = base;            base += int64_t(C) * C;
-    w.P    = base;            base += int64_t(C) * C;
-    w.G    = base;            base += C;
-    w.beta = base;
+    w.G        = static_cast<double *>(base);
+    Real * r   = reinterpret_cast<Real *>(w.G + C);
+    w.M    = r;            r += int64_t(n_cols) * S;
+    w.Kc   = r;            r += int64_t(C) * S;
+    w.Qc   = r;            r += int64_t(C) * S;
+    w.R    = r;            r += int64_t(C) * n_cols;
+    w.U    = r;            r += int64_t(C) * n_cols;
+    w.A    = r;            r += int64_t(C) * C;
+    w.P    = r;            r += int64_t(C) * C;
+    w.beta = r;
     return w;
 }
 
 FUSEKIT_GDN_HD inline float  real_exp(float x) { return expf(x); }
 FUSEKIT_GDN_HD inline double real_exp(double x) { return exp(x); }
+
+// exp(G_r - G_s): the decay from just after token s to just after token r (s <= r, so <= 1). The
+// difference is taken in float64 before rounding to Real (see Workspace).
+template <typename Real> FUSEKIT_GDN_HD inline Real decay_between(const Workspace<Real> & w, int r, int s) {
+    return real_exp(Real(w.G[r] - w.G[s]));
+}
+
+// exp(G_r): the decay of the chunk-start state through token r.
+template <typename Real> FUSEKIT_GDN_HD inline Real decay_from_start(const Workspace<Real> & w, int r) {
+    return real_exp(Real(w.G[r]));
+}
 
 // Sabotage switch (the host check's and the standalone program's --sabotage): the causal mask of the
 // intra-chunk system includes the diagonal, so every token also "corrects" against its own key
@@ -163,9 +182,9 @@ FUSEKIT_GDN_HD void chunk_log_decay(const GdnParamsT<Out> & p, const Workspace<R
     if (tid != 0) {
         return;
     }
-    Real acc = 0;
+    double acc = 0;
     for (int r = 0; r < L; ++r) {
-        acc += Real(p.g[(int64_t(b) * p.T + t0 + r) * p.H_v + h]);
+        acc += double(p.g[(int64_t(b) * p.T + t0 + r) * p.H_v + h]);
         w.G[r] = acc;
     }
 }
@@ -185,7 +204,7 @@ FUSEKIT_GDN_HD void build_intra_chunk_system(const Workspace<Real> & w, int S, i
                 const int i = rotated_channel(n, shift, S);
                 dot += w.Kc[s * S + i] * w.Kc[m * S + i];
             }
-            a = w.beta[s] * real_exp(w.G[s] - w.G[m]) * dot;
+            a = w.beta[s] * decay_between(w, s, m) * dot;
         }
         w.A[s * C + m] = a;
     }
@@ -236,7 +255,7 @@ FUSEKIT_GDN_HD void build_rhs(const GdnParamsT<Out> & p, const Workspace<Real> &
             kS += w.M[jj * S + i] * w.Kc[s * S + i];
         }
         const Real v = Real(vb[int64_t(t0 + s) * p.v_s2 + jj]);
-        w.R[idx]     = w.beta[s] * (v - real_exp(w.G[s]) * kS) * sabotage_row_factor(w, C, s, sabotage);
+        w.R[idx]     = w.beta[s] * (v - decay_from_start(w, s) * kS) * sabotage_row_factor(w, C, s, sabotage);
     }
 }
 
@@ -253,7 +272,7 @@ FUSEKIT_GDN_HD void build_decayed_qk(const Workspace<Real> & w, int S, int C, in
                 const int i = rotated_channel(n, shift, S);
                 qk += w.Qc[r * S + i] * w.Kc[s * S + i];
             }
-            qk *= real_exp(w.G[r] - w.G[s]);
+            qk *= decay_between(w, r, s);
         }
         w.A[r * C + s] = qk;
     }
@@ -285,7 +304,7 @@ FUSEKIT_GDN_HD void write_outputs(const GdnParamsT<Out> & p, const Workspace<Rea
             const int i = rotated_channel(n, shift, S);
             qS += w.M[jj * S + i] * w.Qc[r * S + i];
         }
-        Real o = real_exp(w.G[r]) * qS;
+        Real o = decay_from_start(w, r) * qS;
         for (int s = 0; s <= r; ++s) {
             o += w.A[r * C + s] * w.U[s * n_cols + jj];
         }
@@ -296,9 +315,9 @@ FUSEKIT_GDN_HD void write_outputs(const GdnParamsT<Out> & p, const Workspace<Rea
 // State after chunk token r, column jj, key channel i: e^{G_r} S0[i][j] + sum_{s<=r} D(r,s) k_s[i] u_s[j].
 template <typename Real>
 FUSEKIT_GDN_HD Real state_after(const Workspace<Real> & w, int S, int n_cols, int r, int jj, int i) {
-    Real acc = real_exp(w.G[r]) * w.M[jj * S + i];
+    Real acc = decay_from_start(w, r) * w.M[jj * S + i];
     for (int s = 0; s <= r; ++s) {
-        acc += real_exp(w.G[r] - w.G[s]) * w.Kc[s * S + i] * w.U[s * n_cols + jj];
+        acc += decay_between(w, r, s) * w.Kc[s * S + i] * w.U[s * n_cols + jj];
     }
     return acc;
 }
