@@ -30,7 +30,8 @@
 // CTA can own a slice of value columns and why the stock kernel gives one warp per column.
 //
 // ---- The chunked form (chunk of L <= C tokens r = 0..L-1, chunk-start state S0) -------------------
-//   G_r   = g_0 + ... + g_r (log of the decay from the chunk start through token r)
+//   G_r   = g_0 + ... + g_r (log of the decay from the chunk start through token r; kept in float64,
+//           see Workspace: a float G loses exp(g) for neighbouring tokens once |G| is large)
 //   Unrolling the recurrence inside the chunk, with D(r,s) = exp(G_r - G_s) (<= 1 for s <= r):
 //     a_s S_{s-1} = exp(G_s) S0 + sum_{m<s} D(s,m) k_m u_m^T
 //   so u_s + beta_s sum_{m<s} D(s,m) (k_s.k_m) u_m = beta_s (v_s - exp(G_s) S0^T k_s), i.e.
@@ -243,7 +244,7 @@ FUSEKIT_GDN_HD Real sabotage_row_factor(const Workspace<Real> & w, int C, int s,
 // barrier interval with invert_unit_lower, which also only reads A.
 template <typename Real, typename Out>
 FUSEKIT_GDN_HD void build_rhs(const GdnParamsT<Out> & p, const Workspace<Real> & w, int b, int h, int t0, int L,
-                                     int j0, int n_cols, int C, int sabotage, int tid, int nthr) {
+                              int j0, int n_cols, int C, int sabotage, int tid, int nthr) {
     const int     S  = p.S;
     const float * vb = p.v + int64_t(b) * p.v_s3 + int64_t(h) * p.v_s1 + j0;
     for (int idx = tid; idx < L * n_cols; idx += nthr) {
