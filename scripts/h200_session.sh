@@ -6,7 +6,9 @@
 #
 #   timeout 540 scripts/h200_session.sh B start; scripts/h200_session.sh B pack "$OUT"
 #
-#   scripts/h200_session.sh B start     # setup; every fusion's standalone step; detached builds; models; poll
+#   scripts/h200_session.sh B start     # setup; every fusion's standalone step and the kernels step; detached
+#                                       # builds; models; poll
+#   scripts/h200_session.sh B kernels   # standalone kernels not yet in ggml (fusion-4's chunked_gdn_check)
 #   scripts/h200_session.sh B wait      # poll the builds until done
 #   scripts/h200_session.sh B check     # every fusion's check step (test-backend-ops, sabotage), then its race step
 #   scripts/h200_session.sh B eval      # fusekit eval: each fusion alone and the stack vs stock, 35B preset
@@ -52,6 +54,7 @@ case "$STEP" in
     smi start
     "$REPO/scripts/gpu_batch.sh" "$B" setup
     each standalone || true
+    bash "$0" "$B" kernels || true
     mapfile -t VARIANTS < <(all_variants)
     echo "== detached builds: stock ${VARIANTS[*]}"
     POLL_SECONDS=0 "$REPO/scripts/gpu_batch.sh" "$B" build "${VARIANTS[@]}" || [ $? = 3 ]
@@ -72,6 +75,7 @@ case "$STEP" in
       tbo "stack-$op" pass "$ST" -o "$op"
     done
     each race || true
+    "$(bin_of stock)/test-backend-ops" perf -b CUDA0 -o GATED_DELTA_NET >"$B/results/tbo-perf-gdn-stock.txt" 2>&1 || true
     cat "$B/results/checks.txt" 2>/dev/null || true
     ;;
   eval)
@@ -82,6 +86,16 @@ case "$STEP" in
     ;;
   pack)
     session_pack "${3:?output folder}"
+    ;;
+  kernels)  # standalone kernels not yet wired into ggml (fusion-4 step 1): check, sabotage, timing
+    use_fusekit
+    smi kernels
+    nvcc -O3 -std=c++17 -arch=sm_90 -I"$REPO/kernels" -o "$B/bin/chunked_gdn_check" "$REPO/kernels/chunked_gdn_check.cu" \
+      >"$B/logs/nvcc-chunked-gdn.log" 2>&1 || { tail -n 20 "$B/logs/nvcc-chunked-gdn.log"; exit 1; }
+    "$B/bin/chunked_gdn_check" --json "$B/results/chunked-gdn-standalone.json" 2>&1 | tee "$B/logs/chunked-gdn.log" || true
+    "$B/bin/chunked_gdn_check" --sabotage --json "$B/results/chunked-gdn-standalone-sabotage.json" 2>&1 | tail -n 2 \
+      | tee "$B/logs/chunked-gdn-sabotage.log" || true
+    smi kernels
     ;;
   variants)  # what start builds besides stock
     all_variants
