@@ -44,7 +44,9 @@ def speed_frame(result: dict[str, Any]) -> pd.DataFrame:
         notes = []
         if min(row["n_stock"], row["n_variant"]) < FEW_SAMPLES:
             notes.append(f"fewer than {FEW_SAMPLES} samples a side: the interval is rough")
-        if not row["resolves_1pct"]:
+        if row["rounds_for_1pct"] is None:
+            notes.append("one sample a side: no interval; run more rounds and repetitions")
+        elif not row["resolves_1pct"]:
             notes.append(
                 f"interval ±{100 * row['half_width']:.1f}% cannot resolve a {100 * RESOLVE:.0f}% change; "
                 f"about {row['rounds_for_1pct']} rounds would"

@@ -118,8 +118,11 @@ def grouped_ratio_estimate(stock_groups: list[list[float]], variant_groups: list
 INTERVAL_METHOD = "two-level percentile bootstrap (processes, then repetitions) when each side has 2+ processes"
 
 
-def rounds_needed(estimate: RatioEstimate, rounds: int, target: float = RESOLVE) -> int:
-    """Rounds that would shrink the interval's half-width to ``target``, assuming it narrows as 1/sqrt(n)."""
+def rounds_needed(estimate: RatioEstimate, rounds: int, target: float = RESOLVE) -> int | None:
+    """Rounds that would shrink the interval's half-width to ``target``, assuming it narrows as 1/sqrt(n);
+    None when there is no interval to extrapolate from (one sample a side)."""
+    if not math.isfinite(estimate.half_width):
+        return None
     if estimate.half_width <= target or rounds <= 0:
         return rounds
     return math.ceil(rounds * (estimate.half_width / target) ** 2 - 1e-9)

@@ -39,6 +39,7 @@ def test_identical_constant_samples_give_a_point_interval() -> None:
 def test_single_samples_have_no_interval() -> None:
     est = ratio_estimate([50.0], [51.0])
     assert est.verdict == "unknown"
+    assert rounds_needed(est, 1) is None  # nothing to extrapolate from (this crashed an eval with -r 1 --rounds 1)
 
 
 def test_interval_is_reproducible() -> None:
