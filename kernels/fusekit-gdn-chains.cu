@@ -1,0 +1,460 @@
+// fusekit fusion-2 (gdn-chains): matching the element-wise chains of a gated-delta-net layer
+// (src/models/qwen35moe.cpp build_layer_attn_linear, models.h build_gdn_l2_norm) and launching the
+// fused kernels of fusekit-gdn-chains.cuh.
+//
+// Node order at one token (ggml_visit_parents, sources left to right), views and reshapes left out:
+//   ... SSM_CONV, SILU, RMS_NORM(q), SCALE(q), RMS_NORM(k), SCALE(k), MUL_MAT(alpha), ADD(ssm_dt),
+//   SOFTPLUS, MUL(ssm_a), MUL_MAT(beta), SIGMOID, GET_ROWS(state) ..., GATED_DELTA_NET, CPY(state) ...
+//   RMS_NORM(o), MUL(ssm_norm), MUL_MAT(z), SILU(z), MUL
+// The chains are not adjacent (the alpha, beta and z products sit between them), so the nodes of a
+// chain are skipped where they stand and computed later by one kernel, at the GATED_DELTA_NET node
+// (prologue) or at SILU(z) (gated norm). That is sound when:
+//   - the pattern matches exactly (ops, operand order, types, shapes, strides; anything else: stock);
+//   - the intermediates (RMS_NORM, ADD, SOFTPLUS, the norm and its MUL, SILU) have no reader outside
+//     the chain and are not graph outputs, and the chain's results have no reader before the node
+//     where they are now written;
+//   - no node that runs in between writes over the chain's sources (the allocator may reuse a buffer
+//     once its last stock reader has run) or over its results;
+//   - a result overlaps a source only where stock itself runs in place, element for element.
+// Nothing here is run when GGML_CUDA_DISABLE_FUSION is set or the graph uses several streams.
+#include "fusekit-gdn-chains-glue.cuh"
+#include "fusekit-gdn-chains.cuh"
+
+#include <algorithm>
+#include <cstdlib>
+#include <unordered_map>
+#include <unordered_set>
+#include <vector>
+
+// The sabotage patch (tests/patches/sabotage-gdn-chains.patch) sets this to 1: every fused result wrong.
+#define FUSEKIT_GDN_SABOTAGE 0
+
+namespace {
+
+struct Fused {
+    fusekit_gdn_role           kind;
+    int                        last;  // gated norm: index of the final MUL
+    fusekit_gdn::PrologueArgs  prologue;
+    fusekit_gdn::GatedNormArgs gated_norm;
+};
+
+// One plan per thread: the node loop that reads it runs on the thread that built it.
+struct Plan {
+    const ggml_cgraph *               graph   = nullptr;
+    int                               n_nodes = 0;
+    std::vector<fusekit_gdn_role>     roles;
+    std::unordered_map<int, Fused>    fused;  // by node index
+};
+
+thread_local Plan plan;
+
+bool is_noop(const ggml_tensor * t) {
+    return ggml_is_empty(t) || t->op == GGML_OP_NONE || t->op == GGML_OP_RESHAPE || t->op == GGML_OP_VIEW ||
+           t->op == GGML_OP_PERMUTE || t->op == GGML_OP_TRANSPOSE;
+}
+
+const ggml_tensor * storage_of(const ggml_tensor * t) {
+    return t->view_src ? t->view_src : t;
+}
+
+bool overlap(const ggml_tensor * a, const ggml_tensor * b) {
+    const uintptr_t a0 = uintptr_t(a->data), a1 = a0 + ggml_nbytes(a);
+    const uintptr_t b0 = uintptr_t(b->data), b1 = b0 + ggml_nbytes(b);
+    return a0 < b1 && b0 < a1;
+}
+
+bool is_f32(const ggml_tensor * t) {
+    return t != nullptr && t->type == GGML_TYPE_F32 && t->data != nullptr;
+}
+
+bool is_unary(const ggml_tensor * t, ggml_unary_op op) {
+    return t != nullptr && t->op == GGML_OP_UNARY && ggml_get_unary_op(t) == op;
+}
+
+bool rows_are_ours(const ggml_tensor * t) {
+    return t->nb[0] == sizeof(float) && t->nb[1] % sizeof(float) == 0 && t->nb[2] % sizeof(float) == 0 &&
+           t->nb[3] % sizeof(float) == 0;
+}
+
+bool ncols_are_ours(int64_t n) {
+    return n == 32 || n == 64 || n == 128 || n == 256;
+}
+
+fusekit_gdn::Rows rows_of(const ggml_tensor * t) {
+    return { (const float *) t->data, t->ne[1], t->ne[2], int64_t(t->nb[1] / sizeof(float)),
+             int64_t(t->nb[2] / sizeof(float)), int64_t(t->nb[3] / sizeof(float)) };
+}
+
+// What the plan builder knows about the whole graph.
+struct GraphIndex {
+    const ggml_cgraph *                                       graph;
+    std::unordered_map<const ggml_tensor *, int>              index;    // node -> position
+    std::unordered_map<const ggml_tensor *, std::vector<int>> readers;  // storage -> non-view nodes reading it
+
+    explicit GraphIndex(const ggml_cgraph * g) : graph(g) {
+        for (int i = 0; i < g->n_nodes; ++i) {
+            const ggml_tensor * node = g->nodes[i];
+            index[node]              = i;
+            if (is_noop(node)) {
+                continue;  // a view reads nothing; whoever reads the view is counted on its storage
+            }
+            for (const ggml_tensor * src : node->src) {
+                if (src != nullptr) {
+                    std::vector<int> & r = readers[storage_of(src)];
+                    if (r.empty() || r.back() != i) {
+                        r.push_back(i);
+                    }
+                }
+            }
+        }
+    }
+
+    int position(const ggml_tensor * t) const {
+        const auto it = index.find(t);
+        return it == index.end() ? -1 : it->second;
+    }
+
+    const std::vector<int> & readers_of(const ggml_tensor * t) const {
+        static const std::vector<int> none;
+        const auto it = readers.find(storage_of(t));
+        return it == readers.end() ? none : it->second;
+    }
+
+    // An intermediate: read by exactly one node, `only`.
+    bool read_only_by(const ggml_tensor * t, int only) const {
+        const std::vector<int> & r = readers_of(t);
+        return r.size() == 1 && r[0] == only;
+    }
+
+    // A result written late: no node before `from` reads it.
+    bool read_from(const ggml_tensor * t, int from) const {
+        for (int i : readers_of(t)) {
+            if (i < from) {
+                return false;
+            }
+        }
+        return true;
+    }
+};
+
+// The chain nodes must be computed, not graph outputs, and not yet claimed by another fused kernel.
+bool claimable(const ggml_cgraph * g, const std::vector<int> & nodes) {
+    for (int i : nodes) {
+        if (i < 0) {
+            return false;
+        }
+        const ggml_tensor * t = g->nodes[i];
+        if (!(t->flags & GGML_TENSOR_FLAG_COMPUTE) || (t->flags & GGML_TENSOR_FLAG_OUTPUT) ||
+            plan.roles[i] != fusekit_gdn_role::none) {
+            return false;
+        }
+    }
+    return true;
+}
+
+// No node in (first, at) outside the chain writes over `guarded`.
+bool untouched_between(const ggml_cgraph * g, int first, int at, const std::vector<int> & chain,
+                       const std::vector<const ggml_tensor *> & guarded) {
+    for (int j = first + 1; j < at; ++j) {
+        const ggml_tensor * node = g->nodes[j];
+        if (is_noop(node) || std::find(chain.begin(), chain.end(), j) != chain.end()) {
+            continue;
+        }
+        for (const ggml_tensor * t : guarded) {
+            if (overlap(node, t)) {
+                return false;
+            }
+        }
+    }
+    return true;
+}
+
+// A result may share memory with a source only as stock's in-place step does: same start, contiguous.
+bool same_elements(const ggml_tensor * a, const ggml_tensor * b) {
+    return a->data == b->data && ggml_is_contiguous(a) && ggml_is_contiguous(b) && ggml_nelements(a) == ggml_nelements(b);
+}
+
+// SCALE(RMS_NORM(x)) of build_gdn_l2_norm.
+struct L2Chain {
+    const ggml_tensor * scale = nullptr;
+    const ggml_tensor * norm  = nullptr;
+    const ggml_tensor * x     = nullptr;
+    float               eps = 0.0f, scale_out = 1.0f;
+};
+
+bool match_l2(const ggml_tensor * t, L2Chain & c) {
+    if (t->op != GGML_OP_SCALE || !is_f32(t) || !ggml_is_contiguous(t) || ggml_get_op_params_f32(t, 1) != 0.0f) {
+        return false;  // op_params[1] is SCALE's bias: stock's RMS_NORM+SCALE fusion needs it 0 too
+    }
+    const ggml_tensor * norm = t->src[0];
+    if (norm == nullptr || norm->op != GGML_OP_RMS_NORM || !is_f32(norm) || !ggml_are_same_shape(norm, t)) {
+        return false;
+    }
+    const ggml_tensor * x = norm->src[0];
+    if (!is_f32(x) || !rows_are_ours(x) || !ggml_are_same_shape(x, t) || !ncols_are_ours(x->ne[0])) {
+        return false;
+    }
+    c = { t, norm, x, ggml_get_op_params_f32(norm, 0), ggml_get_op_params_f32(t, 0) };
+    return true;
+}
+
+void match_prologue(const GraphIndex & gi, int at) {
+    const ggml_cgraph * g   = gi.graph;
+    const ggml_tensor * gdn = g->nodes[at];
+    if (gdn->op != GGML_OP_GATED_DELTA_NET || !is_f32(gdn) || gdn->src[2] == nullptr || gdn->src[2]->ne[2] != 1) {
+        return;  // one token per sequence only: prompts keep the stock path
+    }
+
+    L2Chain q, k;
+    if (!match_l2(gdn->src[0], q) || !match_l2(gdn->src[1], k) || q.x->ne[0] != k.x->ne[0]) {
+        return;
+    }
+
+    // g = reshape(MUL(SOFTPLUS(ADD(alpha, ssm_dt)), ssm_a)), as ggml_add/ggml_mul order their operands
+    const ggml_tensor * gate = gdn->src[3];
+    while (gate != nullptr && gate->op == GGML_OP_RESHAPE) {
+        gate = gate->src[0];
+    }
+    if (gate == nullptr || gate->op != GGML_OP_MUL || !is_f32(gate) || !ggml_is_contiguous(gate)) {
+        return;
+    }
+    const ggml_tensor * softplus = gate->src[0];
+    const ggml_tensor * ssm_a    = gate->src[1];
+    if (!is_unary(softplus, GGML_UNARY_OP_SOFTPLUS) || !is_f32(softplus) || !is_f32(ssm_a)) {
+        return;
+    }
+    const ggml_tensor * add = softplus->src[0];
+    if (add == nullptr || add->op != GGML_OP_ADD || !is_f32(add)) {
+        return;
+    }
+    const ggml_tensor * alpha = add->src[0];
+    const ggml_tensor * dt    = add->src[1];
+    if (!is_f32(alpha) || !is_f32(dt) || !ggml_is_contiguous(alpha) || !ggml_is_contiguous(dt) ||
+        !ggml_is_contiguous(ssm_a)) {
+        return;
+    }
+    const int64_t n_heads = alpha->ne[0];
+    const int64_t n_gate  = ggml_nelements(alpha);
+    if (dt->ne[0] != n_heads || ggml_nelements(dt) != n_heads || ssm_a->ne[0] != n_heads ||
+        ggml_nelements(ssm_a) != n_heads || !ggml_are_same_shape(add, alpha) || !ggml_are_same_shape(softplus, alpha) ||
+        !ggml_are_same_shape(gate, alpha) || gdn->src[3]->ne[0] != 1 || gdn->src[3]->ne[1] != n_heads) {
+        return;
+    }
+
+    // b = SIGMOID(beta)
+    const ggml_tensor * beta = gdn->src[4];
+    if (!is_unary(beta, GGML_UNARY_OP_SIGMOID) || !is_f32(beta) || !ggml_is_contiguous(beta)) {
+        return;
+    }
+    const ggml_tensor * beta_raw = beta->src[0];
+    if (!is_f32(beta_raw) || !ggml_is_contiguous(beta_raw) || ggml_nelements(beta_raw) != n_gate ||
+        ggml_nelements(beta) != n_gate || beta->ne[1] != n_heads) {
+        return;
+    }
+
+    const std::vector<int> chain = { gi.position(q.norm), gi.position(q.scale), gi.position(k.norm),
+                                     gi.position(k.scale), gi.position(add), gi.position(softplus),
+                                     gi.position(gate), gi.position(beta) };
+    if (!claimable(g, chain)) {
+        return;
+    }
+    const int first = *std::min_element(chain.begin(), chain.end());
+    if (*std::max_element(chain.begin(), chain.end()) >= at) {
+        return;
+    }
+
+    // intermediates read only inside the chain; results read from the GATED_DELTA_NET node on
+    if (!gi.read_only_by(q.norm, chain[1]) || !gi.read_only_by(k.norm, chain[3]) ||
+        !gi.read_only_by(add, chain[5]) || !gi.read_only_by(softplus, chain[6])) {
+        return;
+    }
+    const std::vector<const ggml_tensor *> results = { q.scale, k.scale, gate, beta };
+    for (const ggml_tensor * r : results) {
+        if (!gi.read_from(r, at)) {
+            return;
+        }
+    }
+
+    // memory: sources and results untouched by the nodes in between; results alias sources only in place
+    std::vector<const ggml_tensor *> guarded = { q.x, k.x, alpha, dt, ssm_a, beta_raw };
+    guarded.insert(guarded.end(), results.begin(), results.end());
+    if (!untouched_between(g, first, at, chain, guarded)) {
+        return;
+    }
+    const std::vector<const ggml_tensor *> sources = { q.x, k.x, alpha, dt, ssm_a, beta_raw };
+    for (const ggml_tensor * r : results) {
+        for (const ggml_tensor * s : sources) {
+            const bool in_place = (r == gate && s == alpha) || (r == beta && s == beta_raw);
+            if (overlap(r, s) && !(in_place && same_elements(r, s))) {
+                return;
+            }
+        }
+        for (const ggml_tensor * other : results) {
+            if (other != r && overlap(r, other)) {
+                return;
+            }
+        }
+    }
+
+    Fused f{};
+    f.kind                = fusekit_gdn_role::prologue;
+    f.last                = at;
+    fusekit_gdn::PrologueArgs & a = f.prologue;
+    a.q_src    = rows_of(q.x);
+    a.k_src    = rows_of(k.x);
+    a.q_dst    = (float *) q.scale->data;
+    a.k_dst    = (float *) k.scale->data;
+    a.rows_q   = ggml_nrows(q.x);
+    a.rows_k   = ggml_nrows(k.x);
+    a.ncols    = int(q.x->ne[0]);
+    a.eps_q    = q.eps;
+    a.eps_k    = k.eps;
+    a.scale_q  = q.scale_out;
+    a.scale_k  = k.scale_out;
+    a.alpha    = (const float *) alpha->data;
+    a.dt_bias  = (const float *) dt->data;
+    a.ssm_a    = (const float *) ssm_a->data;
+    a.gate_dst = (float *) gate->data;
+    a.beta_raw = (const float *) beta_raw->data;
+    a.beta_dst = (float *) beta->data;
+    a.n_heads  = n_heads;
+    a.n_gate   = n_gate;
+    a.sabotage = FUSEKIT_GDN_SABOTAGE;
+
+    for (int i : chain) {
+        plan.roles[i] = fusekit_gdn_role::skip;
+    }
+    plan.roles[at] = fusekit_gdn_role::prologue;
+    plan.fused[at] = f;
+}
+
+// out = MUL(MUL(RMS_NORM(o), ssm_norm), SILU(z)) of build_norm_gated, o a GATED_DELTA_NET output view.
+void match_gated_norm(const GraphIndex & gi, int at) {
+    const ggml_cgraph * g    = gi.graph;
+    const ggml_tensor * silu = g->nodes[at];
+    if (!is_unary(silu, GGML_UNARY_OP_SILU) || !is_f32(silu)) {
+        return;
+    }
+    int last = at + 1;
+    while (last < g->n_nodes && is_noop(g->nodes[last])) {
+        ++last;
+    }
+    if (last >= g->n_nodes) {
+        return;
+    }
+    const ggml_tensor * out = g->nodes[last];
+    if (out->op != GGML_OP_MUL || !is_f32(out) || !ggml_is_contiguous(out) || out->src[1] != silu) {
+        return;
+    }
+    const ggml_tensor * normed = out->src[0];
+    if (normed == nullptr || normed->op != GGML_OP_MUL || !is_f32(normed)) {
+        return;
+    }
+    const ggml_tensor * norm   = normed->src[0];
+    const ggml_tensor * weight = normed->src[1];
+    if (norm == nullptr || norm->op != GGML_OP_RMS_NORM || !is_f32(norm) || !is_f32(weight) ||
+        !ggml_is_contiguous(weight)) {
+        return;
+    }
+    const ggml_tensor * o = norm->src[0];
+    const ggml_tensor * z = silu->src[0];
+    if (!is_f32(o) || !is_f32(z) || !rows_are_ours(o) || !rows_are_ours(z) ||
+        storage_of(o)->op != GGML_OP_GATED_DELTA_NET) {
+        return;
+    }
+    const int64_t ncols = o->ne[0];
+    if (!ncols_are_ours(ncols) || o->ne[2] != 1 || weight->ne[0] != ncols || ggml_nelements(weight) != ncols ||
+        !ggml_are_same_shape(o, z) || !ggml_are_same_shape(o, norm) || !ggml_are_same_shape(o, normed) ||
+        !ggml_are_same_shape(o, silu) || !ggml_are_same_shape(o, out)) {
+        return;
+    }
+
+    const std::vector<int> chain = { gi.position(norm), gi.position(normed), at, last };
+    if (!claimable(g, chain) || chain[0] >= chain[1] || chain[1] >= at) {
+        return;
+    }
+    if (!gi.read_only_by(norm, chain[1]) || !gi.read_only_by(normed, last) || !gi.read_only_by(silu, last)) {
+        return;
+    }
+    // o and ssm_norm must survive until SILU(z); z is made in between, which is the point
+    if (!untouched_between(g, chain[0], at, chain, { o, weight })) {
+        return;
+    }
+    if (overlap(out, o) || overlap(out, weight) || (overlap(out, z) && !same_elements(out, z))) {
+        return;
+    }
+
+    Fused f{};
+    f.kind                       = fusekit_gdn_role::gated_norm;
+    f.last                       = last;
+    fusekit_gdn::GatedNormArgs & a = f.gated_norm;
+    a.x        = rows_of(o);
+    a.z        = rows_of(z);
+    a.weight   = (const float *) weight->data;
+    a.dst      = (float *) out->data;
+    a.rows     = ggml_nrows(o);
+    a.ncols    = int(ncols);
+    a.eps      = ggml_get_op_params_f32(norm, 0);
+    a.sabotage = FUSEKIT_GDN_SABOTAGE;
+
+    plan.roles[chain[0]] = fusekit_gdn_role::skip;
+    plan.roles[chain[1]] = fusekit_gdn_role::skip;
+    plan.roles[at]       = fusekit_gdn_role::gated_norm;
+    plan.roles[last]     = fusekit_gdn_role::skip;  // covered by the launch at `at`
+    plan.fused[at]       = f;
+}
+
+}  // namespace
+
+void fusekit_gdn_chains_plan(const ggml_cgraph * cgraph, bool enabled) {
+    plan.graph   = nullptr;
+    plan.n_nodes = 0;
+    plan.roles.clear();
+    plan.fused.clear();
+    static const bool disabled = getenv("GGML_CUDA_DISABLE_FUSION") != nullptr && atoi(getenv("GGML_CUDA_DISABLE_FUSION"));
+    if (!enabled || disabled) {
+        return;  // ggml_cuda_try_fuse does not ask for roles then either
+    }
+    // most graphs have no one-token gated delta net: leave them at a single pass
+    bool any = false;
+    for (int i = 0; i < cgraph->n_nodes && !any; ++i) {
+        const ggml_tensor * n = cgraph->nodes[i];
+        any = n->op == GGML_OP_GATED_DELTA_NET && n->src[2] != nullptr && n->src[2]->ne[2] == 1;
+    }
+    if (!any) {
+        return;
+    }
+    plan.graph   = cgraph;
+    plan.n_nodes = cgraph->n_nodes;
+    plan.roles.assign(cgraph->n_nodes, fusekit_gdn_role::none);
+
+    const GraphIndex gi(cgraph);
+    for (int i = 0; i < cgraph->n_nodes; ++i) {
+        if (cgraph->nodes[i]->op == GGML_OP_GATED_DELTA_NET) {
+            match_prologue(gi, i);
+        } else if (cgraph->nodes[i]->op == GGML_OP_UNARY) {
+            match_gated_norm(gi, i);
+        }
+    }
+}
+
+fusekit_gdn_role fusekit_gdn_chains_role(const ggml_cgraph * cgraph, int node_idx) {
+    if (plan.graph != cgraph || plan.n_nodes != cgraph->n_nodes || node_idx < 0 || node_idx >= plan.n_nodes) {
+        return fusekit_gdn_role::none;
+    }
+    return plan.roles[node_idx];
+}
+
+int fusekit_gdn_chains_launch(const ggml_cgraph * cgraph, int node_idx, cudaStream_t stream) {
+    const auto it = plan.fused.find(node_idx);
+    GGML_ASSERT(plan.graph == cgraph && it != plan.fused.end());
+    const Fused & f = it->second;
+    if (f.kind == fusekit_gdn_role::prologue) {
+        GGML_ASSERT(fusekit_gdn::launch_prologue(f.prologue, stream));
+        CUDA_CHECK(cudaGetLastError());
+        return 0;
+    }
+    GGML_ASSERT(fusekit_gdn::launch_gated_norm(f.gated_norm, stream));
+    CUDA_CHECK(cudaGetLastError());
+    return f.last - node_idx;
+}
