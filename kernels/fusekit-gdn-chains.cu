@@ -6,14 +6,18 @@
 //   ... SSM_CONV, SILU, RMS_NORM(q), SCALE(q), RMS_NORM(k), SCALE(k), MUL_MAT(alpha), ADD(ssm_dt),
 //   SOFTPLUS, MUL(ssm_a), MUL_MAT(beta), SIGMOID, GET_ROWS(state) ..., GATED_DELTA_NET, CPY(state) ...
 //   RMS_NORM(o), MUL(ssm_norm), MUL_MAT(z), SILU(z), MUL
-// The chains are not adjacent (the alpha, beta and z products sit between them), so the nodes of a
-// chain are skipped where they stand and computed later by one kernel, at the GATED_DELTA_NET node
-// (prologue) or at SILU(z) (gated norm). That is sound when:
+// The chains are not adjacent (the alpha, beta and z products sit between them). Three launches:
+//   - at ADD: the alpha chain (ADD, SOFTPLUS, MUL: adjacent but for views);
+//   - at SIGMOID: the q and k L2 norms, skipped where they stand, and the beta sigmoid;
+//   - at SILU(z): the gated norm, RMS_NORM(o) and MUL(ssm_norm) skipped where they stand.
+// (One launch for the whole prologue at GATED_DELTA_NET does not survive ggml-alloc: alpha's buffer is
+// handed to the beta product once stock's ADD has run; tests/cpp/gdn_chains_plan_test.cu shows it.)
+// Deferring a node is sound when:
 //   - the pattern matches exactly (ops, operand order, types, shapes, strides; anything else: stock);
 //   - the intermediates (RMS_NORM, ADD, SOFTPLUS, the norm and its MUL, SILU) have no reader outside
 //     the chain and are not graph outputs, and the chain's results have no reader before the node
 //     where they are now written;
-//   - no node that runs in between writes over the chain's sources (the allocator may reuse a buffer
+//   - no node that runs in between writes over the chain's sources (the allocator may hand a buffer on
 //     once its last stock reader has run) or over its results;
 //   - a result overlaps a source only where stock itself runs in place, element for element.
 // Nothing here is run when GGML_CUDA_DISABLE_FUSION is set or the graph uses several streams.
@@ -23,7 +27,7 @@
 #include <algorithm>
 #include <cstdlib>
 #include <unordered_map>
-#include <unordered_set>
+#include <utility>
 #include <vector>
 
 // The sabotage patch (tests/patches/sabotage-gdn-chains.patch) sets this to 1: every fused result wrong.
@@ -32,10 +36,10 @@
 namespace {
 
 struct Fused {
-    fusekit_gdn_role           kind;
-    int                        last;  // gated norm: index of the final MUL
-    fusekit_gdn::PrologueArgs  prologue;
-    fusekit_gdn::GatedNormArgs gated_norm;
+    int                        covered     = 0;      // nodes after the launch node that the kernel also computes
+    bool                       is_prologue = false;
+    fusekit_gdn::PrologueArgs  prologue{};
+    fusekit_gdn::GatedNormArgs gated_norm{};
 };
 
 // One plan per thread: the node loop that reads it runs on the thread that built it.
@@ -152,18 +156,20 @@ bool claimable(const ggml_cgraph * g, const std::vector<int> & nodes) {
     return true;
 }
 
-// No node in (first, at) outside the chain writes over `guarded`.
-bool untouched_between(const ggml_cgraph * g, int first, int at, const std::vector<int> & chain,
-                       const std::vector<const ggml_tensor *> & guarded) {
-    for (int j = first + 1; j < at; ++j) {
+// No node in (from, at) outside the chain writes over t. `from` is where stock reads a source (nodes
+// before it made the source, as they do for stock) or writes a result (the memory is the result's from then on).
+bool untouched_between(const ggml_cgraph * g, int from, int at, const std::vector<int> & chain, const ggml_tensor * t) {
+    for (int j = from + 1; j < at; ++j) {
         const ggml_tensor * node = g->nodes[j];
         if (is_noop(node) || std::find(chain.begin(), chain.end(), j) != chain.end()) {
             continue;
         }
-        for (const ggml_tensor * t : guarded) {
-            if (overlap(node, t)) {
-                return false;
+        if (overlap(node, t)) {
+            if (getenv("FUSEKIT_GDN_DEBUG") != nullptr) {
+                GGML_LOG_INFO("fusekit gdn-chains: node %d (%s %s) writes over %s, needed until node %d\n", j,
+                              ggml_op_desc(node), node->name, t->name, at);
             }
+            return false;
         }
     }
     return true;
@@ -172,6 +178,15 @@ bool untouched_between(const ggml_cgraph * g, int first, int at, const std::vect
 // A result may share memory with a source only as stock's in-place step does: same start, contiguous.
 bool same_elements(const ggml_tensor * a, const ggml_tensor * b) {
     return a->data == b->data && ggml_is_contiguous(a) && ggml_is_contiguous(b) && ggml_nelements(a) == ggml_nelements(b);
+}
+
+// FUSEKIT_GDN_DEBUG=1: say which candidate was left to stock, and at which check (a line of this file).
+void reject(const ggml_cgraph * g, int at, int line) {
+    static const bool debug = getenv("FUSEKIT_GDN_DEBUG") != nullptr;
+    if (debug) {
+        GGML_LOG_INFO("fusekit gdn-chains: node %d (%s %s) stays on the stock path (fusekit-gdn-chains.cu:%d)\n", at,
+                      ggml_op_desc(g->nodes[at]), g->nodes[at]->name, line);
+    }
 }
 
 // SCALE(RMS_NORM(x)) of build_gdn_l2_norm.
@@ -198,134 +213,185 @@ bool match_l2(const ggml_tensor * t, L2Chain & c) {
     return true;
 }
 
-void match_prologue(const GraphIndex & gi, int at) {
-    const ggml_cgraph * g   = gi.graph;
-    const ggml_tensor * gdn = g->nodes[at];
-    if (gdn->op != GGML_OP_GATED_DELTA_NET || !is_f32(gdn) || gdn->src[2] == nullptr || gdn->src[2]->ne[2] != 1) {
-        return;  // one token per sequence only: prompts keep the stock path
+// Claims `chain` for a fused kernel launched at node `at` that covers `covered` nodes after it.
+void claim(const std::vector<int> & chain, int at, int covered, const fusekit_gdn::PrologueArgs * prologue,
+           const fusekit_gdn::GatedNormArgs * gated_norm) {
+    for (int i : chain) {
+        plan.roles[i] = fusekit_gdn_role::skip;
     }
-
-    L2Chain q, k;
-    if (!match_l2(gdn->src[0], q) || !match_l2(gdn->src[1], k) || q.x->ne[0] != k.x->ne[0]) {
-        return;
+    plan.roles[at] = fusekit_gdn_role::fused;
+    Fused f{};
+    f.covered = covered;
+    if (prologue != nullptr) {
+        f.prologue     = *prologue;
+        f.is_prologue  = true;
+    } else {
+        f.gated_norm = *gated_norm;
     }
+    plan.fused[at] = f;
+}
 
-    // g = reshape(MUL(SOFTPLUS(ADD(alpha, ssm_dt)), ssm_a)), as ggml_add/ggml_mul order their operands
-    const ggml_tensor * gate = gdn->src[3];
+// The nodes strictly between a and b are all views or in `allowed`.
+bool only_between(const ggml_cgraph * g, int a, int b, const std::vector<int> & allowed) {
+    for (int j = a + 1; j < b; ++j) {
+        if (!is_noop(g->nodes[j]) && std::find(allowed.begin(), allowed.end(), j) == allowed.end()) {
+            return false;
+        }
+    }
+    return true;
+}
+
+// The inputs of one GATED_DELTA_NET at one token, as build_layer_attn_linear makes them.
+struct GdnInputs {
+    L2Chain             q, k;
+    const ggml_tensor * gate = nullptr, * softplus = nullptr, * add = nullptr;
+    const ggml_tensor * alpha = nullptr, * dt = nullptr, * ssm_a = nullptr;
+    const ggml_tensor * beta = nullptr, * beta_raw = nullptr;
+    int64_t             n_heads = 0, n_gate = 0;
+};
+
+// g = reshape(MUL(SOFTPLUS(ADD(alpha, ssm_dt)), ssm_a)), as ggml_add/ggml_mul order their operands.
+bool match_gate_chain(const ggml_tensor * g_in, GdnInputs & m) {
+    const ggml_tensor * gate = g_in;
     while (gate != nullptr && gate->op == GGML_OP_RESHAPE) {
         gate = gate->src[0];
     }
     if (gate == nullptr || gate->op != GGML_OP_MUL || !is_f32(gate) || !ggml_is_contiguous(gate)) {
-        return;
+        return false;
     }
     const ggml_tensor * softplus = gate->src[0];
     const ggml_tensor * ssm_a    = gate->src[1];
     if (!is_unary(softplus, GGML_UNARY_OP_SOFTPLUS) || !is_f32(softplus) || !is_f32(ssm_a)) {
-        return;
+        return false;
     }
     const ggml_tensor * add = softplus->src[0];
     if (add == nullptr || add->op != GGML_OP_ADD || !is_f32(add)) {
-        return;
+        return false;
     }
     const ggml_tensor * alpha = add->src[0];
     const ggml_tensor * dt    = add->src[1];
     if (!is_f32(alpha) || !is_f32(dt) || !ggml_is_contiguous(alpha) || !ggml_is_contiguous(dt) ||
         !ggml_is_contiguous(ssm_a)) {
-        return;
+        return false;
     }
     const int64_t n_heads = alpha->ne[0];
-    const int64_t n_gate  = ggml_nelements(alpha);
     if (dt->ne[0] != n_heads || ggml_nelements(dt) != n_heads || ssm_a->ne[0] != n_heads ||
         ggml_nelements(ssm_a) != n_heads || !ggml_are_same_shape(add, alpha) || !ggml_are_same_shape(softplus, alpha) ||
-        !ggml_are_same_shape(gate, alpha) || gdn->src[3]->ne[0] != 1 || gdn->src[3]->ne[1] != n_heads) {
-        return;
+        !ggml_are_same_shape(gate, alpha) || g_in->ne[0] != 1 || g_in->ne[1] != n_heads) {
+        return false;
     }
+    m.gate = gate, m.softplus = softplus, m.add = add, m.alpha = alpha, m.dt = dt, m.ssm_a = ssm_a;
+    m.n_heads = n_heads;
+    m.n_gate  = ggml_nelements(alpha);
+    return true;
+}
 
-    // b = SIGMOID(beta)
-    const ggml_tensor * beta = gdn->src[4];
-    if (!is_unary(beta, GGML_UNARY_OP_SIGMOID) || !is_f32(beta) || !ggml_is_contiguous(beta)) {
-        return;
-    }
-    const ggml_tensor * beta_raw = beta->src[0];
-    if (!is_f32(beta_raw) || !ggml_is_contiguous(beta_raw) || ggml_nelements(beta_raw) != n_gate ||
-        ggml_nelements(beta) != n_gate || beta->ne[1] != n_heads) {
-        return;
-    }
-
-    const std::vector<int> chain = { gi.position(q.norm), gi.position(q.scale), gi.position(k.norm),
-                                     gi.position(k.scale), gi.position(add), gi.position(softplus),
-                                     gi.position(gate), gi.position(beta) };
-    if (!claimable(g, chain)) {
-        return;
-    }
-    const int first = *std::min_element(chain.begin(), chain.end());
-    if (*std::max_element(chain.begin(), chain.end()) >= at) {
-        return;
-    }
-
-    // intermediates read only inside the chain; results read from the GATED_DELTA_NET node on
-    if (!gi.read_only_by(q.norm, chain[1]) || !gi.read_only_by(k.norm, chain[3]) ||
-        !gi.read_only_by(add, chain[5]) || !gi.read_only_by(softplus, chain[6])) {
-        return;
-    }
-    const std::vector<const ggml_tensor *> results = { q.scale, k.scale, gate, beta };
-    for (const ggml_tensor * r : results) {
-        if (!gi.read_from(r, at)) {
-            return;
-        }
-    }
-
-    // memory: sources and results untouched by the nodes in between; results alias sources only in place
-    std::vector<const ggml_tensor *> guarded = { q.x, k.x, alpha, dt, ssm_a, beta_raw };
-    guarded.insert(guarded.end(), results.begin(), results.end());
-    if (!untouched_between(g, first, at, chain, guarded)) {
-        return;
-    }
-    const std::vector<const ggml_tensor *> sources = { q.x, k.x, alpha, dt, ssm_a, beta_raw };
-    for (const ggml_tensor * r : results) {
-        for (const ggml_tensor * s : sources) {
-            const bool in_place = (r == gate && s == alpha) || (r == beta && s == beta_raw);
-            if (overlap(r, s) && !(in_place && same_elements(r, s))) {
-                return;
-            }
-        }
-        for (const ggml_tensor * other : results) {
-            if (other != r && overlap(r, other)) {
-                return;
-            }
-        }
-    }
-
-    Fused f{};
-    f.kind                = fusekit_gdn_role::prologue;
-    f.last                = at;
-    fusekit_gdn::PrologueArgs & a = f.prologue;
-    a.q_src    = rows_of(q.x);
-    a.k_src    = rows_of(k.x);
-    a.q_dst    = (float *) q.scale->data;
-    a.k_dst    = (float *) k.scale->data;
-    a.rows_q   = ggml_nrows(q.x);
-    a.rows_k   = ggml_nrows(k.x);
-    a.ncols    = int(q.x->ne[0]);
-    a.eps_q    = q.eps;
-    a.eps_k    = k.eps;
-    a.scale_q  = q.scale_out;
-    a.scale_k  = k.scale_out;
-    a.alpha    = (const float *) alpha->data;
-    a.dt_bias  = (const float *) dt->data;
-    a.ssm_a    = (const float *) ssm_a->data;
-    a.gate_dst = (float *) gate->data;
-    a.beta_raw = (const float *) beta_raw->data;
-    a.beta_dst = (float *) beta->data;
-    a.n_heads  = n_heads;
-    a.n_gate   = n_gate;
+fusekit_gdn::PrologueArgs prologue_args(const GdnInputs & m) {
+    fusekit_gdn::PrologueArgs a{};
+    a.q_src    = rows_of(m.q.x);
+    a.k_src    = rows_of(m.k.x);
+    a.q_dst    = (float *) m.q.scale->data;
+    a.k_dst    = (float *) m.k.scale->data;
+    a.rows_q   = ggml_nrows(m.q.x);
+    a.rows_k   = ggml_nrows(m.k.x);
+    a.ncols    = int(m.q.x->ne[0]);
+    a.eps_q    = m.q.eps;
+    a.eps_k    = m.k.eps;
+    a.scale_q  = m.q.scale_out;
+    a.scale_k  = m.k.scale_out;
+    a.alpha    = (const float *) m.alpha->data;
+    a.dt_bias  = (const float *) m.dt->data;
+    a.ssm_a    = (const float *) m.ssm_a->data;
+    a.gate_dst = (float *) m.gate->data;
+    a.beta_raw = (const float *) m.beta_raw->data;
+    a.beta_dst = (float *) m.beta->data;
+    a.n_heads  = m.n_heads;
+    a.n_gate   = m.n_gate;
     a.sabotage = FUSEKIT_GDN_SABOTAGE;
+    return a;
+}
 
-    for (int i : chain) {
-        plan.roles[i] = fusekit_gdn_role::skip;
+// From a GATED_DELTA_NET with one token per sequence, two launches:
+//  - the alpha chain ADD, SOFTPLUS, MUL (adjacent but for views) at the ADD: alpha cannot wait for a later
+//    launch, because ggml-alloc hands its buffer on (e.g. to the beta product) once stock's ADD has run;
+//  - q and k L2 norms and the beta SIGMOID at the SIGMOID, the last of them: the conv output the norms read
+//    stays allocated up to GATED_DELTA_NET (v is a view of it), and the norms' results are read only there.
+void match_prologue(const GraphIndex & gi, int at) {
+    const ggml_cgraph * g   = gi.graph;
+    const ggml_tensor * gdn = g->nodes[at];
+    if (!is_f32(gdn) || gdn->src[2] == nullptr || gdn->src[2]->ne[2] != 1) {
+        return reject(g, at, __LINE__);  // one token per sequence only: prompts keep the stock path
     }
-    plan.roles[at] = fusekit_gdn_role::prologue;
-    plan.fused[at] = f;
+    GdnInputs m;
+    if (!match_l2(gdn->src[0], m.q) || !match_l2(gdn->src[1], m.k) || m.q.x->ne[0] != m.k.x->ne[0] ||
+        !match_gate_chain(gdn->src[3], m)) {
+        return reject(g, at, __LINE__);
+    }
+    m.beta = gdn->src[4];
+    if (!is_unary(m.beta, GGML_UNARY_OP_SIGMOID) || !is_f32(m.beta) || !ggml_is_contiguous(m.beta)) {
+        return reject(g, at, __LINE__);
+    }
+    m.beta_raw = m.beta->src[0];
+    if (!is_f32(m.beta_raw) || !ggml_is_contiguous(m.beta_raw) || ggml_nelements(m.beta_raw) != m.n_gate ||
+        ggml_nelements(m.beta) != m.n_gate || m.beta->ne[1] != m.n_heads) {
+        return reject(g, at, __LINE__);
+    }
+    const fusekit_gdn::PrologueArgs all = prologue_args(m);
+
+    // the alpha chain, at its ADD
+    const int i_add = gi.position(m.add), i_softplus = gi.position(m.softplus), i_gate = gi.position(m.gate);
+    const std::vector<int> gate_chain = { i_softplus, i_gate };
+    if (i_add >= 0 && claimable(g, { i_add, i_softplus, i_gate }) && i_add < i_softplus && i_softplus < i_gate &&
+        only_between(g, i_add, i_gate, { i_softplus }) && gi.read_only_by(m.add, i_softplus) &&
+        gi.read_only_by(m.softplus, i_gate) && !overlap(m.gate, m.dt) && !overlap(m.gate, m.ssm_a) &&
+        (!overlap(m.gate, m.alpha) || same_elements(m.gate, m.alpha))) {
+        fusekit_gdn::PrologueArgs a = all;
+        a.rows_q = a.rows_k = 0;
+        a.with_gate         = 1;
+        a.with_beta         = 0;
+        claim(gate_chain, i_add, i_gate - i_add, &a, nullptr);
+    } else {
+        reject(g, at, __LINE__);
+    }
+
+    // q, k and beta, at the SIGMOID
+    const int i_qn = gi.position(m.q.norm), i_qs = gi.position(m.q.scale);
+    const int i_kn = gi.position(m.k.norm), i_ks = gi.position(m.k.scale);
+    const int i_beta = gi.position(m.beta);
+    const std::vector<int> qk_chain = { i_qn, i_qs, i_kn, i_ks };
+    if (!claimable(g, { i_qn, i_qs, i_kn, i_ks, i_beta }) || std::max({ i_qn, i_qs, i_kn, i_ks }) >= i_beta ||
+        i_qn >= i_qs || i_kn >= i_ks || i_beta >= at) {
+        return reject(g, at, __LINE__);
+    }
+    // the norms' intermediates are read only by their SCALE; their results by nobody before the SIGMOID
+    if (!gi.read_only_by(m.q.norm, i_qs) || !gi.read_only_by(m.k.norm, i_ks) || !gi.read_from(m.q.scale, i_beta + 1) ||
+        !gi.read_from(m.k.scale, i_beta + 1)) {
+        return reject(g, at, __LINE__);
+    }
+    // memory: the conv views untouched from stock's norm on, the results from stock's SCALE on
+    const std::pair<const ggml_tensor *, int> watched[] = {
+        { m.q.x, i_qn }, { m.k.x, i_kn }, { m.q.scale, i_qs }, { m.k.scale, i_ks },
+    };
+    for (const auto & [t, from] : watched) {
+        if (!untouched_between(g, from, i_beta, qk_chain, t)) {
+            return reject(g, at, __LINE__);
+        }
+    }
+    for (const ggml_tensor * r : { m.q.scale, m.k.scale }) {
+        for (const ggml_tensor * other : { m.q.x, m.k.x, m.beta_raw, m.beta, r == m.q.scale ? m.k.scale : m.q.scale }) {
+            if (overlap(r, other)) {
+                return reject(g, at, __LINE__);
+            }
+        }
+    }
+    if (overlap(m.beta, m.q.x) || overlap(m.beta, m.k.x) ||
+        (overlap(m.beta, m.beta_raw) && !same_elements(m.beta, m.beta_raw))) {
+        return reject(g, at, __LINE__);
+    }
+    fusekit_gdn::PrologueArgs a = all;
+    a.with_gate = 0;
+    a.with_beta = 1;
+    claim(qk_chain, i_beta, 0, &a, nullptr);
 }
 
 // out = MUL(MUL(RMS_NORM(o), ssm_norm), SILU(z)) of build_norm_gated, o a GATED_DELTA_NET output view.
@@ -333,61 +399,58 @@ void match_gated_norm(const GraphIndex & gi, int at) {
     const ggml_cgraph * g    = gi.graph;
     const ggml_tensor * silu = g->nodes[at];
     if (!is_unary(silu, GGML_UNARY_OP_SILU) || !is_f32(silu)) {
-        return;
+        return;  // not a candidate (every other unary op comes here)
     }
     int last = at + 1;
     while (last < g->n_nodes && is_noop(g->nodes[last])) {
         ++last;
     }
     if (last >= g->n_nodes) {
-        return;
+        return reject(g, at, __LINE__);
     }
     const ggml_tensor * out = g->nodes[last];
     if (out->op != GGML_OP_MUL || !is_f32(out) || !ggml_is_contiguous(out) || out->src[1] != silu) {
-        return;
+        return reject(g, at, __LINE__);
     }
     const ggml_tensor * normed = out->src[0];
     if (normed == nullptr || normed->op != GGML_OP_MUL || !is_f32(normed)) {
-        return;
+        return reject(g, at, __LINE__);
     }
     const ggml_tensor * norm   = normed->src[0];
     const ggml_tensor * weight = normed->src[1];
     if (norm == nullptr || norm->op != GGML_OP_RMS_NORM || !is_f32(norm) || !is_f32(weight) ||
         !ggml_is_contiguous(weight)) {
-        return;
+        return reject(g, at, __LINE__);
     }
     const ggml_tensor * o = norm->src[0];
     const ggml_tensor * z = silu->src[0];
     if (!is_f32(o) || !is_f32(z) || !rows_are_ours(o) || !rows_are_ours(z) ||
         storage_of(o)->op != GGML_OP_GATED_DELTA_NET) {
-        return;
+        return reject(g, at, __LINE__);
     }
     const int64_t ncols = o->ne[0];
     if (!ncols_are_ours(ncols) || o->ne[2] != 1 || weight->ne[0] != ncols || ggml_nelements(weight) != ncols ||
         !ggml_are_same_shape(o, z) || !ggml_are_same_shape(o, norm) || !ggml_are_same_shape(o, normed) ||
         !ggml_are_same_shape(o, silu) || !ggml_are_same_shape(o, out)) {
-        return;
+        return reject(g, at, __LINE__);
     }
 
     const std::vector<int> chain = { gi.position(norm), gi.position(normed), at, last };
     if (!claimable(g, chain) || chain[0] >= chain[1] || chain[1] >= at) {
-        return;
+        return reject(g, at, __LINE__);
     }
     if (!gi.read_only_by(norm, chain[1]) || !gi.read_only_by(normed, last) || !gi.read_only_by(silu, last)) {
-        return;
+        return reject(g, at, __LINE__);
     }
-    // o and ssm_norm must survive until SILU(z); z is made in between, which is the point
-    if (!untouched_between(g, chain[0], at, chain, { o, weight })) {
-        return;
+    // o and ssm_norm must survive from RMS_NORM(o) to SILU(z); z is made in between, which is the point
+    if (!untouched_between(g, chain[0], at, chain, o) || !untouched_between(g, chain[1], at, chain, weight)) {
+        return reject(g, at, __LINE__);
     }
     if (overlap(out, o) || overlap(out, weight) || (overlap(out, z) && !same_elements(out, z))) {
-        return;
+        return reject(g, at, __LINE__);
     }
 
-    Fused f{};
-    f.kind                       = fusekit_gdn_role::gated_norm;
-    f.last                       = last;
-    fusekit_gdn::GatedNormArgs & a = f.gated_norm;
+    fusekit_gdn::GatedNormArgs a{};
     a.x        = rows_of(o);
     a.z        = rows_of(z);
     a.weight   = (const float *) weight->data;
@@ -396,12 +459,7 @@ void match_gated_norm(const GraphIndex & gi, int at) {
     a.ncols    = int(ncols);
     a.eps      = ggml_get_op_params_f32(norm, 0);
     a.sabotage = FUSEKIT_GDN_SABOTAGE;
-
-    plan.roles[chain[0]] = fusekit_gdn_role::skip;
-    plan.roles[chain[1]] = fusekit_gdn_role::skip;
-    plan.roles[at]       = fusekit_gdn_role::gated_norm;
-    plan.roles[last]     = fusekit_gdn_role::skip;  // covered by the launch at `at`
-    plan.fused[at]       = f;
+    claim({ chain[0], chain[1], last }, at, last - at, nullptr, &a);
 }
 
 }  // namespace
@@ -432,7 +490,7 @@ void fusekit_gdn_chains_plan(const ggml_cgraph * cgraph, bool enabled) {
     for (int i = 0; i < cgraph->n_nodes; ++i) {
         if (cgraph->nodes[i]->op == GGML_OP_GATED_DELTA_NET) {
             match_prologue(gi, i);
-        } else if (cgraph->nodes[i]->op == GGML_OP_UNARY) {
+        } else if (cgraph->nodes[i]->op == GGML_OP_UNARY && plan.roles[i] == fusekit_gdn_role::none) {
             match_gated_norm(gi, i);
         }
     }
@@ -449,12 +507,9 @@ int fusekit_gdn_chains_launch(const ggml_cgraph * cgraph, int node_idx, cudaStre
     const auto it = plan.fused.find(node_idx);
     GGML_ASSERT(plan.graph == cgraph && it != plan.fused.end());
     const Fused & f = it->second;
-    if (f.kind == fusekit_gdn_role::prologue) {
-        GGML_ASSERT(fusekit_gdn::launch_prologue(f.prologue, stream));
-        CUDA_CHECK(cudaGetLastError());
-        return 0;
-    }
-    GGML_ASSERT(fusekit_gdn::launch_gated_norm(f.gated_norm, stream));
+    const bool launched = f.is_prologue ? fusekit_gdn::launch_prologue(f.prologue, stream)
+                                        : fusekit_gdn::launch_gated_norm(f.gated_norm, stream);
+    GGML_ASSERT(launched);
     CUDA_CHECK(cudaGetLastError());
-    return f.last - node_idx;
+    return f.covered;
 }

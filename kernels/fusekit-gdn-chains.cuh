@@ -1,11 +1,12 @@
 // fusekit fusion-2 (gdn-chains): the element-wise chains around GATED_DELTA_NET at one token.
 // ggml-free: plain pointers, strides in floats; the glue (fusekit-gdn-chains.cu) matches the graph.
 //
-//   prologue  (one launch, before the stock GATED_DELTA_NET kernel):
-//     q    = rms_norm(q_conv, eps_q) * scale_q            stock: RMS_NORM+SCALE (fused)    1 launch
-//     k    = rms_norm(k_conv, eps_k) * scale_k            stock: RMS_NORM+SCALE (fused)    1 launch
-//     g    = softplus(alpha + ssm_dt) * ssm_a             stock: ADD, SOFTPLUS+MUL         2 launches
-//     beta = sigmoid(beta_raw)                            stock: SIGMOID                   1 launch
+//   prologue_kernel, launched twice per layer (the alpha chain cannot wait: its source buffer is
+//   handed on by the allocator once stock's ADD has run, see fusekit-gdn-chains.cu):
+//     at ADD:      g    = softplus(alpha + ssm_dt) * ssm_a   stock: ADD, SOFTPLUS+MUL      2 launches -> 1
+//     at SIGMOID:  q    = rms_norm(q_conv, eps_q) * scale_q  stock: RMS_NORM+SCALE (fused) 1 launch
+//                  k    = rms_norm(k_conv, eps_k) * scale_k  stock: RMS_NORM+SCALE (fused) 1 launch
+//                  beta = sigmoid(beta_raw)                  stock: SIGMOID                1 launch  -> 1
 //   gated norm (one launch, in place of the stock pair):
 //     out  = silu(z) * (rms_norm(o, eps) * ssm_norm)      stock: RMS_NORM+MUL, SILU+MUL    2 launches
 //
@@ -125,6 +126,8 @@ struct PrologueArgs {
     const float * beta_raw;        // contiguous [n_heads * n_seqs]
     float *       beta_dst;        // may be beta_raw itself
     int64_t       n_heads, n_gate; // n_gate = n_heads * n_seqs
+    int           with_gate;       // compute gate_dst (the alpha chain)
+    int           with_beta;       // compute beta_dst
     int           sabotage;
 };
 
@@ -139,9 +142,10 @@ struct GatedNormArgs {
     int           sabotage;
 };
 
-// Blocks of one warp each: rows_q for q, rows_k for k, then the gate/beta blocks.
+// Blocks of one warp each: rows_q for q, rows_k for k, then the gate/beta blocks (if either is asked for).
 FUSEKIT_GDN_HD int64_t prologue_blocks(const PrologueArgs & a) {
-    return a.rows_q + a.rows_k + (a.n_gate + kWarp - 1) / kWarp;
+    const bool tail = a.with_gate || a.with_beta;
+    return a.rows_q + a.rows_k + (tail ? (a.n_gate + kWarp - 1) / kWarp : 0);
 }
 
 #if defined(__CUDACC__)
@@ -200,9 +204,13 @@ __global__ void __launch_bounds__(kWarp) prologue_kernel(const PrologueArgs a) {
     // gate_dst == alpha and beta_dst == beta_raw (stock's in-place buffers) are fine.
     const int64_t i = (b - a.rows_q - a.rows_k) * kWarp + threadIdx.x;
     if (i < a.n_gate) {
-        const int64_t h = i % a.n_heads;
-        a.gate_dst[i]   = gate_value(a.alpha[i], a.dt_bias[h], a.ssm_a[h], a.sabotage);
-        a.beta_dst[i]   = sigmoid_value(a.beta_raw[i], a.sabotage);
+        if (a.with_gate) {
+            const int64_t h = i % a.n_heads;
+            a.gate_dst[i]   = gate_value(a.alpha[i], a.dt_bias[h], a.ssm_a[h], a.sabotage);
+        }
+        if (a.with_beta) {
+            a.beta_dst[i] = sigmoid_value(a.beta_raw[i], a.sabotage);
+        }
     }
 }
 

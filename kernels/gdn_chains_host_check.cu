@@ -138,6 +138,8 @@ void check_prologue(int ncols, int n_k_heads, int n_v_heads, int n_seqs, int sab
     a.beta_dst = beta.data();
     a.n_heads  = n_v_heads;
     a.n_gate   = n_gate;
+    a.with_gate = 1;  // both halves at once here; the glue launches them separately (rows 0 for the gate)
+    a.with_beta = 1;
     a.sabotage = sabotage;
 
     std::vector<int> gate_writes(n_gate);
@@ -164,9 +166,13 @@ void check_prologue(int ncols, int n_k_heads, int n_v_heads, int n_seqs, int sab
         for (int l = 0; l < kWarp; ++l) {
             const int64_t i = (b - a.rows_q - a.rows_k) * kWarp + l;
             if (i < a.n_gate) {
-                const int64_t h = i % a.n_heads;
-                a.gate_dst[i]   = gate_value(a.alpha[i], a.dt_bias[h], a.ssm_a[h], a.sabotage);
-                a.beta_dst[i]   = sigmoid_value(a.beta_raw[i], a.sabotage);
+                if (a.with_gate) {
+                    const int64_t h = i % a.n_heads;
+                    a.gate_dst[i]   = gate_value(a.alpha[i], a.dt_bias[h], a.ssm_a[h], a.sabotage);
+                }
+                if (a.with_beta) {
+                    a.beta_dst[i] = sigmoid_value(a.beta_raw[i], a.sabotage);
+                }
                 ++gate_writes[i];
             }
         }
@@ -208,6 +214,16 @@ void check_prologue(int ncols, int n_k_heads, int n_v_heads, int n_seqs, int sab
     for (int w : k_writes) once = once && w == 1;
     for (int w : gate_writes) once = once && w == 1;
     t.rule(once, "prologue writes every q, k, gate and beta element exactly once", false);
+
+    // the launch shapes the glue uses: the gate alone (no rows), and q/k with beta
+    PrologueArgs gate_only = a;
+    gate_only.rows_q = gate_only.rows_k = 0;
+    gate_only.with_beta                 = 0;
+    t.rule(prologue_blocks(gate_only) == (n_gate + kWarp - 1) / kWarp, "gate launch: one block per 32 heads", false);
+    PrologueArgs qk_beta = a;
+    qk_beta.with_gate    = 0;
+    t.rule(prologue_blocks(qk_beta) == a.rows_q + a.rows_k + (n_gate + kWarp - 1) / kWarp,
+           "q/k/beta launch: a block per row, then one per 32 heads", false);
 }
 
 // One gated-norm launch, emulated; the output goes over z in place as stock may do.

@@ -1,0 +1,232 @@
+// CPU test of fusion-2's matching (kernels/fusekit-gdn-chains.cu, host code only; no kernel is launched):
+// builds a qwen35moe gated-delta-net layer as src/models/qwen35moe.cpp does, allocates it with ggml-alloc
+// (the allocator llama.cpp's scheduler uses, in-place reuse included), runs fusekit_gdn_chains_plan and
+// checks which nodes it claims, then walks the nodes as the patched ggml_cuda_try_fuse loop does and checks
+// that every real node runs exactly once, in order, and every claimed node never runs on its own.
+// Build (needs a CPU build of the pinned tree for libggml-base):
+//   nvcc -std=c++17 -I$T/ggml/include -I$T/ggml/src -I$T/ggml/src/ggml-cuda -Ikernels -I$CUBLAS_INCLUDE \
+//        tests/cpp/gdn_chains_plan_test.cu -L$T/build-cpu/bin -lggml-base -o plan_test
+#include "../../kernels/fusekit-gdn-chains.cu"
+
+#include "ggml-alloc.h"
+#include "ggml-backend.h"
+
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <functional>
+#include <string>
+
+// ggml-cuda.cu defines this; the matcher only reaches it through CUDA_CHECK after a launch, which never happens here
+void ggml_cuda_error(const char * stmt, const char * func, const char * file, int line, const char * msg) {
+    std::fprintf(stderr, "unexpected CUDA error path: %s %s %s:%d %s\n", stmt, func, file, line, msg);
+    std::abort();
+}
+
+// the same for what common.cuh's inline helpers name (never called here)
+int ggml_cuda_get_device() {
+    std::abort();
+}
+extern "C" const char * cublasGetStatusString(cublasStatus_t) {
+    std::abort();
+}
+extern "C" CUresult cuGetErrorString(CUresult, const char **) {
+    std::abort();
+}
+
+static int failures = 0;
+#define EXPECT(cond, ...)                                                        \
+    do {                                                                         \
+        if (!(cond)) {                                                           \
+            std::printf("FAIL %s:%d: %s: ", __FILE__, __LINE__, #cond);         \
+            std::printf(__VA_ARGS__);                                            \
+            std::printf("\n");                                                   \
+            ++failures;                                                          \
+        }                                                                        \
+    } while (0)
+
+struct Layer {
+    ggml_tensor * out = nullptr;
+    ggml_tensor * gdn = nullptr;
+    ggml_tensor * silu_z = nullptr;
+    ggml_tensor * add = nullptr;      // ADD(alpha, ssm_dt): where the alpha chain is launched
+    ggml_tensor * sigmoid = nullptr;  // SIGMOID(beta): where q, k and beta are launched
+};
+
+// One layer: the model's expression tree (build_layer_attn_linear, build_gdn_l2_norm, build_norm_gated).
+static Layer build_layer(ggml_context * ctx, ggml_context * ctx_w, int64_t Hv, int64_t Hk, int64_t D, int64_t T, int64_t S, bool extra_reader) {
+    const int64_t n_embd = 256, key_dim = D * Hk, conv_dim = 2 * key_dim + D * Hv;
+    const float   eps    = 1e-6f;
+    Layer         L;
+    ggml_tensor * x = ggml_new_tensor_3d(ctx, GGML_TYPE_F32, n_embd, T, S);
+    ggml_set_input(x);
+    // weights and recurrent states: their own buffer, as in llama.cpp (the graph allocator never reuses them)
+    ggml_tensor * w_qkv   = ggml_new_tensor_2d(ctx_w, GGML_TYPE_F32, n_embd, conv_dim);
+    ggml_tensor * w_z     = ggml_new_tensor_2d(ctx_w, GGML_TYPE_F32, n_embd, D * Hv);
+    ggml_tensor * w_beta  = ggml_new_tensor_2d(ctx_w, GGML_TYPE_F32, n_embd, Hv);
+    ggml_tensor * w_alpha = ggml_new_tensor_2d(ctx_w, GGML_TYPE_F32, n_embd, Hv);
+    ggml_tensor * ssm_dt  = ggml_new_tensor_1d(ctx_w, GGML_TYPE_F32, Hv);
+    ggml_tensor * ssm_a   = ggml_new_tensor_1d(ctx_w, GGML_TYPE_F32, Hv);
+    ggml_tensor * conv_w  = ggml_new_tensor_2d(ctx_w, GGML_TYPE_F32, 4, conv_dim);
+    ggml_tensor * conv_st = ggml_new_tensor_3d(ctx_w, GGML_TYPE_F32, 3, conv_dim, S);
+    ggml_tensor * state   = ggml_new_tensor_4d(ctx_w, GGML_TYPE_F32, D, D, Hv, S);
+    ggml_tensor * norm_w  = ggml_new_tensor_1d(ctx_w, GGML_TYPE_F32, D);
+    ggml_tensor * w_out   = ggml_new_tensor_2d(ctx_w, GGML_TYPE_F32, D * Hv, n_embd);
+
+    ggml_tensor * qkv  = ggml_reshape_3d(ctx, ggml_mul_mat(ctx, w_qkv, x), conv_dim, T, S);
+    ggml_tensor * z    = ggml_mul_mat(ctx, w_z, x);
+    ggml_tensor * beta = ggml_reshape_4d(ctx, ggml_mul_mat(ctx, w_beta, x), 1, Hv, T, S);
+    beta               = ggml_sigmoid(ctx, beta);
+    L.sigmoid          = beta;
+    ggml_tensor * alpha = ggml_reshape_3d(ctx, ggml_mul_mat(ctx, w_alpha, x), Hv, T, S);
+    L.add               = ggml_add(ctx, alpha, ssm_dt);
+    ggml_tensor * gate  = ggml_mul(ctx, ggml_softplus(ctx, L.add), ssm_a);
+    gate                = ggml_reshape_4d(ctx, gate, 1, Hv, T, S);
+
+    // build_conv_state (the state update CPY forward-expanded first, as there) and SSM_CONV + SILU
+    ggml_tensor * conv_in = ggml_concat(ctx, conv_st, ggml_transpose(ctx, qkv), 0);
+    ggml_tensor * conv    = ggml_silu(ctx, ggml_ssm_conv(ctx, conv_in, conv_w));
+    const size_t  row     = ggml_row_size(GGML_TYPE_F32, conv_dim);
+    ggml_tensor * q = ggml_view_4d(ctx, conv, D, Hk, T, S, D * 4, row, row * T, 0);
+    ggml_tensor * k = ggml_view_4d(ctx, conv, D, Hk, T, S, D * 4, row, row * T, key_dim * 4);
+    ggml_tensor * v = ggml_view_4d(ctx, conv, D, Hv, T, S, D * 4, row, row * T, 2 * key_dim * 4);
+    ggml_tensor * q_norm = ggml_rms_norm(ctx, q, eps / D);
+    q = ggml_scale(ctx, q_norm, 1.0f / sqrtf(float(D)));
+    k = ggml_scale(ctx, ggml_rms_norm(ctx, k, eps / D), 1.0f / sqrtf(float(D)));
+
+    L.gdn = ggml_gated_delta_net(ctx, q, k, v, gate, beta, state, 1);
+    ggml_tensor * o = ggml_view_4d(ctx, L.gdn, D, Hv, T, S, D * 4, D * Hv * 4, D * Hv * T * 4, 0);
+    ggml_tensor * normed = ggml_mul(ctx, ggml_rms_norm(ctx, o, eps), norm_w);
+    L.silu_z             = ggml_silu(ctx, ggml_reshape_4d(ctx, z, D, Hv, T, S));
+    ggml_tensor * gated  = ggml_mul(ctx, normed, L.silu_z);
+    L.out = ggml_mul_mat(ctx, w_out, ggml_reshape_3d(ctx, gated, D * Hv, T, S));
+    if (extra_reader) {
+        L.out = ggml_add(ctx, L.out, ggml_sum(ctx, q_norm));
+    }
+    ggml_set_output(L.out);
+    return L;
+}
+
+// The patched ggml_cuda_try_fuse's walk over the nodes (roles only; stock fusions play no part here).
+static void walk(const ggml_cgraph * g, std::vector<int> & runs) {
+    runs.assign(g->n_nodes, 0);
+    auto noop = [&](int j) { return is_noop(g->nodes[j]); };
+    std::function<int(int)> try_fuse = [&](int i) -> int {
+        switch (fusekit_gdn_chains_role(g, i)) {
+            case fusekit_gdn_role::fused: {
+                runs[i] += 100;  // the fused kernel, counted apart
+                const int covered = plan.fused.at(i).covered;
+                if (covered > 0) {
+                    return covered;
+                }
+                [[fallthrough]];
+            }
+            case fusekit_gdn_role::skip: {
+                int last = i;
+                while (last + 1 < g->n_nodes &&
+                       (fusekit_gdn_chains_role(g, last + 1) == fusekit_gdn_role::skip || noop(last + 1))) {
+                    ++last;
+                }
+                if (last > i) {
+                    return last - i;
+                }
+                const int covered = try_fuse(i + 1);
+                if (covered == 0) {
+                    ++runs[i + 1];
+                }
+                return 1 + covered;
+            }
+            default:
+                return 0;
+        }
+    };
+    for (int i = 0; i < g->n_nodes; ++i) {
+        if (noop(i)) {
+            continue;
+        }
+        const int skip = try_fuse(i);
+        if (skip != 0) {
+            i += skip;
+            continue;
+        }
+        ++runs[i];
+    }
+}
+
+static void run_case(const char * name, int64_t Hv, int64_t Hk, int64_t D, int64_t T, int64_t S, bool extra_reader,
+                     bool expect_gate, bool expect_qk, bool expect_gated_norm) {
+    ggml_init_params params = { ggml_tensor_overhead() * 512 + ggml_graph_overhead(), nullptr, true };
+    ggml_context *   ctx    = ggml_init(params);
+    ggml_context *   ctx_w  = ggml_init(params);
+    Layer            L      = build_layer(ctx, ctx_w, Hv, Hk, D, T, S, extra_reader);
+    ggml_backend_buffer_t weights = ggml_backend_alloc_ctx_tensors_from_buft(ctx_w, ggml_backend_cpu_buffer_type());
+    ggml_cgraph *    g      = ggml_new_graph(ctx);
+    ggml_build_forward_expand(g, L.out);
+
+    ggml_gallocr_t galloc = ggml_gallocr_new(ggml_backend_cpu_buffer_type());
+    EXPECT(ggml_gallocr_alloc_graph(galloc, g), "%s: allocation", name);
+    if (getenv("FUSEKIT_GDN_DEBUG") != nullptr) {
+        for (int i = 0; i < g->n_nodes; ++i) {
+            const ggml_tensor * t = g->nodes[i];
+            std::printf("  %2d %-16s %-12s data %p +%zu\n", i, ggml_op_desc(t), t->name, t->data, ggml_nbytes(t));
+        }
+    }
+
+    fusekit_gdn_chains_plan(g, true);
+    int i_gdn = -1, i_silu = -1, i_add = -1, i_sigmoid = -1, n_skip = 0;
+    for (int i = 0; i < g->n_nodes; ++i) {
+        const ggml_tensor * t = g->nodes[i];
+        i_gdn     = t == L.gdn ? i : i_gdn;
+        i_silu    = t == L.silu_z ? i : i_silu;
+        i_add     = t == L.add ? i : i_add;
+        i_sigmoid = t == L.sigmoid ? i : i_sigmoid;
+        n_skip += fusekit_gdn_chains_role(g, i) == fusekit_gdn_role::skip;
+    }
+    auto fused_at = [&](int i) { return fusekit_gdn_chains_role(g, i) == fusekit_gdn_role::fused; };
+    const bool got_gate = fused_at(i_add), got_qk = fused_at(i_sigmoid), got_gn = fused_at(i_silu);
+    EXPECT(got_gate == expect_gate, "%s: alpha chain planned %d", name, got_gate);
+    EXPECT(got_qk == expect_qk, "%s: q/k/beta planned %d", name, got_qk);
+    EXPECT(got_gn == expect_gated_norm, "%s: gated norm planned %d", name, got_gn);
+    EXPECT(n_skip == 2 * got_gate + 4 * got_qk + 3 * got_gn, "%s: %d nodes claimed", name, n_skip);
+    EXPECT(fusekit_gdn_chains_role(g, i_gdn) == fusekit_gdn_role::none, "%s: GATED_DELTA_NET itself is stock", name);
+
+    std::vector<int> runs;
+    walk(g, runs);
+    int launches = 0, fused_kernels = 0;
+    for (int i = 0; i < g->n_nodes; ++i) {
+        const fusekit_gdn_role role = fusekit_gdn_chains_role(g, i);
+        const int              own  = runs[i] % 100;
+        fused_kernels += runs[i] / 100;
+        launches += own + runs[i] / 100;
+        EXPECT(runs[i] / 100 == (role == fusekit_gdn_role::fused ? 1 : 0), "%s: fused kernel at node %d", name, i);
+        if (is_noop(g->nodes[i])) {
+            EXPECT(own == 0, "%s: view node %d ran", name, i);
+        } else {
+            EXPECT(own == (role == fusekit_gdn_role::none ? 1 : 0), "%s: node %d (%s %s) ran %d times", name, i,
+                   ggml_op_desc(g->nodes[i]), g->nodes[i]->name, own);
+        }
+    }
+    std::printf("%-32s nodes %3d  alpha chain %d  q/k/beta %d  gated norm %d  claimed %2d  node runs + kernels %d\n",
+                name, g->n_nodes, got_gate, got_qk, got_gn, n_skip, launches);
+
+    // a disabled plan gives no roles
+    fusekit_gdn_chains_plan(g, false);
+    EXPECT(fusekit_gdn_chains_role(g, i_sigmoid) == fusekit_gdn_role::none, "%s: disabled plan", name);
+
+    ggml_gallocr_free(galloc);
+    ggml_backend_buffer_free(weights);
+    ggml_free(ctx);
+    ggml_free(ctx_w);
+}
+
+int main() {
+    // 35B-A3B shapes (32 value heads, 16 key heads, head size 128)
+    run_case("35B, 1 token",               32, 16, 128, 1, 1, false, true,  true,  true);
+    run_case("35B, 1 token, 4 sequences",  32, 16, 128, 1, 4, false, true,  true,  true);
+    run_case("35B, 5 tokens (prompt)",     32, 16, 128, 5, 1, false, false, false, false);
+    run_case("35B, q norm read elsewhere", 32, 16, 128, 1, 1, true,  true,  false, true);
+    run_case("head size 64",               16, 16, 64,  1, 1, false, true,  true,  true);
+    run_case("head size 16 (not taken)",   8,  4,  16,  1, 1, false, false, false, false);
+    std::printf(failures ? "%d failures\n" : "plan checks passed\n", failures);
+    return failures ? 1 : 0;
+}

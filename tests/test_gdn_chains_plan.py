@@ -1,0 +1,53 @@
+"""fusion-2's matching (kernels/fusekit-gdn-chains.cu, host code) on the CPU: tests/cpp/gdn_chains_plan_test.cu
+builds a qwen35moe gated-delta-net layer as the model does, allocates it with ggml-alloc (in-place reuse and
+buffers handed on included, weights in their own buffer), plans, and checks which chains are claimed (one
+token: all three launches; prompts, head size 16: none; an outside reader of the q norm: not the q/k/beta
+launch) and that the patched loop runs every other node exactly once. Needs nvcc (the glue includes
+ggml-cuda's common.cuh) and the stock CPU build's libggml-base."""
+
+from __future__ import annotations
+
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from fusekit.build import BuildResult
+from fusekit.compilecheck import cublas_include, find_nvcc
+
+REPO = Path(__file__).resolve().parent.parent
+NVCC = find_nvcc()
+
+pytestmark = [
+    pytest.mark.slow,
+    pytest.mark.skipif(NVCC is None, reason="no nvcc on this machine: the glue includes ggml-cuda's headers"),
+]
+
+
+def test_gdn_chains_plan(pinned_home: Path, stock_build: BuildResult, tmp_path: Path) -> None:
+    tree = stock_build.build_dir.parent
+    lib = stock_build.bin_dir
+    cublas = cublas_include(NVCC, pinned_home / "cache", None, lambda _msg: None)
+    program = tmp_path / "gdn_chains_plan_test"
+    ggml = tree / "ggml"
+    includes = [ggml / "include", ggml / "src", ggml / "src" / "ggml-cuda", REPO / "kernels", cublas]
+    cmd = [
+        str(NVCC),
+        "-std=c++17",
+        "-arch=sm_80",
+        *[f"-I{p}" for p in includes],
+        "-o",
+        str(program),
+        str(REPO / "tests" / "cpp" / "gdn_chains_plan_test.cu"),
+        f"-L{lib}",
+        "-lggml-base",
+        "-Xlinker",
+        "-rpath",
+        "-Xlinker",
+        str(lib),
+    ]
+    built = subprocess.run(cmd, capture_output=True, text=True)
+    assert built.returncode == 0, built.stderr[-3000:]
+    ran = subprocess.run([str(program)], capture_output=True, text=True, timeout=300)
+    assert ran.returncode == 0, ran.stdout[-3000:] + ran.stderr[-1000:]
+    assert "plan checks passed" in ran.stdout
