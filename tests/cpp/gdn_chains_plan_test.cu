@@ -54,12 +54,15 @@ struct Layer {
 };
 
 // One layer: the model's expression tree (build_layer_attn_linear, build_gdn_l2_norm, build_norm_gated).
-static Layer build_layer(ggml_context * ctx, ggml_context * ctx_w, int64_t Hv, int64_t Hk, int64_t D, int64_t T, int64_t S, bool extra_reader) {
+static Layer build_layer(ggml_context * ctx, ggml_context * ctx_w, ggml_tensor * x, int64_t Hv, int64_t Hk, int64_t D,
+                         int64_t T, int64_t S, bool extra_reader) {
     const int64_t n_embd = 256, key_dim = D * Hk, conv_dim = 2 * key_dim + D * Hv;
     const float   eps    = 1e-6f;
     Layer         L;
-    ggml_tensor * x = ggml_new_tensor_3d(ctx, GGML_TYPE_F32, n_embd, T, S);
-    ggml_set_input(x);
+    if (x == nullptr) {
+        x = ggml_new_tensor_3d(ctx, GGML_TYPE_F32, n_embd, T, S);
+        ggml_set_input(x);
+    }
     // weights and recurrent states: their own buffer, as in llama.cpp (the graph allocator never reuses them)
     ggml_tensor * w_qkv   = ggml_new_tensor_2d(ctx_w, GGML_TYPE_F32, n_embd, conv_dim);
     ggml_tensor * w_z     = ggml_new_tensor_2d(ctx_w, GGML_TYPE_F32, n_embd, D * Hv);
@@ -103,7 +106,6 @@ static Layer build_layer(ggml_context * ctx, ggml_context * ctx_w, int64_t Hv, i
     if (extra_reader) {
         L.out = ggml_add(ctx, L.out, ggml_sum(ctx, q_norm));
     }
-    ggml_set_output(L.out);
     return L;
 }
 
@@ -154,14 +156,19 @@ static void walk(const ggml_cgraph * g, std::vector<int> & runs) {
 }
 
 static void run_case(const char * name, int64_t Hv, int64_t Hk, int64_t D, int64_t T, int64_t S, bool extra_reader,
-                     bool expect_gate, bool expect_qk, bool expect_gated_norm) {
-    ggml_init_params params = { ggml_tensor_overhead() * 512 + ggml_graph_overhead(), nullptr, true };
+                     bool expect_gate, bool expect_qk, bool expect_gated_norm, int n_layers = 1) {
+    ggml_init_params params = { ggml_tensor_overhead() * 4096 + ggml_graph_overhead(), nullptr, true };
     ggml_context *   ctx    = ggml_init(params);
     ggml_context *   ctx_w  = ggml_init(params);
-    Layer            L      = build_layer(ctx, ctx_w, Hv, Hk, D, T, S, extra_reader);
+    // n_layers layers in a row, each reading the one before (buffers of one layer handed on to the next)
+    std::vector<Layer> layers;
+    for (int l = 0; l < n_layers; ++l) {
+        layers.push_back(build_layer(ctx, ctx_w, l ? layers.back().out : nullptr, Hv, Hk, D, T, S, extra_reader));
+    }
+    ggml_set_output(layers.back().out);
     ggml_backend_buffer_t weights = ggml_backend_alloc_ctx_tensors_from_buft(ctx_w, ggml_backend_cpu_buffer_type());
     ggml_cgraph *    g      = ggml_new_graph(ctx);
-    ggml_build_forward_expand(g, L.out);
+    ggml_build_forward_expand(g, layers.back().out);
 
     ggml_gallocr_t galloc = ggml_gallocr_new(ggml_backend_cpu_buffer_type());
     EXPECT(ggml_gallocr_alloc_graph(galloc, g), "%s: allocation", name);
@@ -173,22 +180,31 @@ static void run_case(const char * name, int64_t Hv, int64_t Hk, int64_t D, int64
     }
 
     fusekit_gdn_chains_plan(g, true);
-    int i_gdn = -1, i_silu = -1, i_add = -1, i_sigmoid = -1, n_skip = 0;
+    int n_skip = 0;
     for (int i = 0; i < g->n_nodes; ++i) {
-        const ggml_tensor * t = g->nodes[i];
-        i_gdn     = t == L.gdn ? i : i_gdn;
-        i_silu    = t == L.silu_z ? i : i_silu;
-        i_add     = t == L.add ? i : i_add;
-        i_sigmoid = t == L.sigmoid ? i : i_sigmoid;
         n_skip += fusekit_gdn_chains_role(g, i) == fusekit_gdn_role::skip;
     }
-    auto fused_at = [&](int i) { return fusekit_gdn_chains_role(g, i) == fusekit_gdn_role::fused; };
-    const bool got_gate = fused_at(i_add), got_qk = fused_at(i_sigmoid), got_gn = fused_at(i_silu);
+    int  i_sigmoid = -1;
+    bool got_gate = true, got_qk = true, got_gn = true;  // in every layer
+    for (const Layer & L : layers) {
+        int i_gdn = -1, i_silu = -1, i_add = -1;
+        for (int i = 0; i < g->n_nodes; ++i) {
+            const ggml_tensor * t = g->nodes[i];
+            i_gdn     = t == L.gdn ? i : i_gdn;
+            i_silu    = t == L.silu_z ? i : i_silu;
+            i_add     = t == L.add ? i : i_add;
+            i_sigmoid = t == L.sigmoid ? i : i_sigmoid;
+        }
+        auto fused_at = [&](int i) { return fusekit_gdn_chains_role(g, i) == fusekit_gdn_role::fused; };
+        got_gate = got_gate && fused_at(i_add);
+        got_qk   = got_qk && fused_at(i_sigmoid);
+        got_gn   = got_gn && fused_at(i_silu);
+        EXPECT(fusekit_gdn_chains_role(g, i_gdn) == fusekit_gdn_role::none, "%s: GATED_DELTA_NET itself is stock", name);
+    }
     EXPECT(got_gate == expect_gate, "%s: alpha chain planned %d", name, got_gate);
     EXPECT(got_qk == expect_qk, "%s: q/k/beta planned %d", name, got_qk);
     EXPECT(got_gn == expect_gated_norm, "%s: gated norm planned %d", name, got_gn);
-    EXPECT(n_skip == 2 * got_gate + 4 * got_qk + 3 * got_gn, "%s: %d nodes claimed", name, n_skip);
-    EXPECT(fusekit_gdn_chains_role(g, i_gdn) == fusekit_gdn_role::none, "%s: GATED_DELTA_NET itself is stock", name);
+    EXPECT(n_skip == n_layers * (2 * got_gate + 4 * got_qk + 3 * got_gn), "%s: %d nodes claimed", name, n_skip);
 
     std::vector<int> runs;
     walk(g, runs);
@@ -227,6 +243,8 @@ int main() {
     run_case("35B, q norm read elsewhere", 32, 16, 128, 1, 1, true,  true,  false, true);
     run_case("head size 64",               16, 16, 64,  1, 1, false, true,  true,  true);
     run_case("head size 16 (not taken)",   8,  4,  16,  1, 1, false, false, false, false);
+    run_case("35B, 1 token, 6 layers",     32, 16, 128, 1, 1, false, true,  true,  true, 6);
+    run_case("35B, 5 tokens, 3 layers",    32, 16, 128, 5, 1, false, false, false, false, 3);
     std::printf(failures ? "%d failures\n" : "plan checks passed\n", failures);
     return failures ? 1 : 0;
 }
