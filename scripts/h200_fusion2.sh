@@ -4,13 +4,12 @@
 # Never run yet: fusion-2 is a draft that has only been compile-checked (kernels/NOTES-gdn-chains.md).
 #
 #   scripts/h200_fusion2.sh B start     # setup; the CPU host check and its sabotage run; detached CUDA builds of
-#                                       # stock, fusion-2, fusion-2+sabotage, fusion-1+fusion-2; 35B model
+#                                       # stock, fusion-2, fusion-2+sabotage; 35B model
 #   scripts/h200_fusion2.sh B wait      # poll the builds
 #   scripts/h200_fusion2.sh B check     # test-backend-ops: GDN_CHAINS and the touched ops pass; the fused GDN_CHAINS
 #                                       # cases fail with the sabotage, its fallback cases pass; sabotage with
 #                                       # fusion disabled passes
 #   scripts/h200_fusion2.sh B eval      # fusekit eval fusion-2 vs stock on the 35B preset (tok/s, ppl, KL, text)
-#   scripts/h200_fusion2.sh B eval12    # fusion-1+fusion-2 vs stock (the stack)
 #   scripts/h200_fusion2.sh B profile   # fusekit profile: launches removed per token (16 tokens)
 #   scripts/h200_fusion2.sh B pack OUT  # tar the results (not models, not traces) into OUT
 #
@@ -21,7 +20,7 @@ REPO=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 export FUSEKIT_HOME=${FUSEKIT_HOME:-/tmp/fusekit-gpu} MODELS=${MODELS:-/tmp/fusekit-models}
 BIG=$MODELS/qwen3.6-35b-a3b.gguf
 SABOTAGE=$REPO/tests/patches/sabotage-gdn-chains.patch
-VARIANTS=(fusion-2 "fusion-2+$SABOTAGE" fusion-1+fusion-2)
+VARIANTS=(fusion-2 "fusion-2+$SABOTAGE")  # the stack with the other fusions: h200_session.sh
 # GDN_CHAINS cases (vars: n_v_heads,n_k_heads,head_dim,n_seq_tokens,n_seqs,extra_reader) the fusion takes,
 # and those that must stay on the stock path (several tokens, head size 16). extra_reader=1 keeps only
 # the q/k/beta launch on the stock path (the alpha chain and the gated norm still fuse): it is a fused case.
@@ -56,13 +55,12 @@ case "$STEP" in
   check)
     use_fusekit
     smi check
-    F2=$(bin_of fusion-2); SB=$(bin_of "fusion-2+sabotage-gdn-chains"); F12=$(bin_of fusion-1+fusion-2)
+    F2=$(bin_of fusion-2); SB=$(bin_of "fusion-2+sabotage-gdn-chains")
     for op in GDN_CHAINS GATED_DELTA_NET GATED_DELTA_NET_CACHE_FUSION RMS_NORM SCALE ADD MUL; do
       tbo "fusion-2-$op" pass "$F2" -o "$op"
     done
     tbo fusion-2-no-graphs pass "$F2" GGML_CUDA_DISABLE_GRAPHS=1 -o GDN_CHAINS
     tbo fusion-2-disabled pass "$F2" GGML_CUDA_DISABLE_FUSION=1 -o GDN_CHAINS
-    tbo fusion-1+2 pass "$F12" -o GDN_CHAINS
     tbo sabotage-fused fail "$SB" -o GDN_CHAINS -p "$FUSED"
     tbo sabotage-fallback pass "$SB" -o GDN_CHAINS -p "$FALLBACK"
     tbo sabotage-disabled pass "$SB" GGML_CUDA_DISABLE_FUSION=1 -o GDN_CHAINS
@@ -85,9 +83,6 @@ case "$STEP" in
     ;;
   eval)
     session_eval fusion-2 "$BIG" fusion-2-35b --ppl --kl
-    ;;
-  eval12)
-    session_eval fusion-1+fusion-2 "$BIG" fusion-1+2-35b --kl
     ;;
   profile)
     session_profile fusion-2 "$BIG"

@@ -71,7 +71,10 @@ case "$STEP" in
     each check || true
     use_fusekit
     ST=$(bin_of "$STACK")
-    for op in MUL_MAT MUL_MAT_ID MUL_MAT_VEC_FUSION RMS_NORM $(grep -ho '"FUSEKIT_[A-Z0-9_]*"' "$REPO"/patches/*.patch | tr -d '"' | sort -u); do
+    # every op a manifest names, and every test case a patch adds (its op_desc)
+    mapfile -t OPS < <({ fusekit list --json | python3 -c 'import json, sys; [print(o) for f in json.load(sys.stdin) for o in f["ops"]]'
+                        grep -ho 'return "[A-Z_0-9]*";' "$REPO"/patches/*.patch | cut -d'"' -f2; } | sort -u)
+    for op in "${OPS[@]}"; do
       tbo "stack-$op" pass "$ST" -o "$op"
     done
     each race || true
