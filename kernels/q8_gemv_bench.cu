@@ -169,7 +169,6 @@ double median_us(Launch launch, int copies) {
 int main(int argc, char ** argv) {
     const fusekit_standalone::Options options = fusekit_standalone::parse_options(argc, argv);
     const bool sabotage = options.sabotage;
-    const char * json_path = options.json_path;
     int device = 0, sm_count = 0;
     CHECK(cudaGetDevice(&device));
     CHECK(cudaDeviceGetAttribute(&sm_count, cudaDevAttrMultiProcessorCount, device));
@@ -261,16 +260,5 @@ int main(int argc, char ** argv) {
         CHECK(cudaFree(sink));
     }
     json += "], \"checks\": " + std::to_string(checks) + ", \"failures\": " + std::to_string(failures) + "}\n";
-    if (json_path) {
-        FILE * f = std::fopen(json_path, "w");
-        if (!f) { std::perror(json_path); return 2; }
-        std::fputs(json.c_str(), f);
-        std::fclose(f);
-    }
-    if (sabotage) {
-        std::printf("sabotage: %d of %d checks failed (all must)\n", failures, checks);
-        return failures == checks ? 0 : 1;
-    }
-    std::printf("%d of %d checks passed\n", checks - failures, checks);
-    return failures == 0 ? 0 : 1;
+    return fusekit_standalone::finish(options, json, checks, failures);
 }

@@ -7,6 +7,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <string>
 
 // Every CUDA call is checked: exit code 0 alone proves nothing.
 #define CHECK(...)                                                                             \
@@ -39,6 +40,26 @@ inline Options parse_options(int argc, char ** argv) {
         }
     }
     return o;
+}
+
+// Writes the JSON (when asked), prints the verdict and returns the exit code: without --sabotage, 0 when
+// no check failed; with it, 0 only when every check failed (a check that cannot fail is a defect).
+inline int finish(const Options & o, const std::string & json, int checks, int failures) {
+    if (o.json_path) {
+        FILE * f = std::fopen(o.json_path, "w");
+        if (!f) {
+            std::perror(o.json_path);
+            return 2;
+        }
+        std::fputs(json.c_str(), f);
+        std::fclose(f);
+    }
+    if (o.sabotage) {
+        std::printf("sabotage: %d of %d checks failed (all must)\n", failures, checks);
+        return failures == checks ? 0 : 1;
+    }
+    std::printf("%d of %d checks passed\n", checks - failures, checks);
+    return failures == 0 ? 0 : 1;
 }
 
 }  // namespace fusekit_standalone

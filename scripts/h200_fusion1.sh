@@ -25,6 +25,7 @@ mkdir -p "$B/results" "$B/logs" "$B/bin"
 # shellcheck source=host_env.sh
 source "$REPO/scripts/host_env.sh"  # use_fusekit, fusekit, bin_of, smi, tbo
 
+case "$STEP" in variants | start | wait | pack) fusion_common_step "$0" "$STEP" "${3:-}"; exit ;; esac
 case "$STEP" in
   standalone)  # the standalone epilogue check: fast-math (as ggml) and IEEE builds, sabotage, timing
     use_fusekit
@@ -39,20 +40,6 @@ case "$STEP" in
     "$B/bin/nq_check_fast" --sabotage --json "$B/results/norm-quantize-standalone-sabotage.json" 2>&1 | tail -n 2 \
       | tee "$B/logs/standalone-sabotage.log" || true
     smi standalone
-    ;;
-  variants)  # the builds this session needs besides stock, one per line (for h200_session.sh)
-    printf '%s\n' "${VARIANTS[@]}"
-    ;;
-  start)
-    smi start
-    "$REPO/scripts/gpu_batch.sh" "$B" setup
-    bash "$0" "$B" standalone
-    POLL_SECONDS=0 "$REPO/scripts/gpu_batch.sh" "$B" build "${VARIANTS[@]}" || [ $? = 3 ]
-    "$REPO/scripts/gpu_batch.sh" "$B" synth 2>&1 | tail -n 3
-    POLL_SECONDS=${POLL_SECONDS:-360} "$REPO/scripts/gpu_batch.sh" "$B" wait
-    ;;
-  wait)
-    POLL_SECONDS=${POLL_SECONDS:-540} "$REPO/scripts/gpu_batch.sh" "$B" wait
     ;;
   check)
     use_fusekit
@@ -75,9 +62,6 @@ case "$STEP" in
     ;;
   profile)
     session_profile fusion-1 "$BIG"
-    ;;
-  pack)
-    session_pack "${3:?output folder}"
     ;;
   *) echo "unknown step $STEP" >&2; exit 2 ;;
 esac

@@ -30,6 +30,7 @@ mkdir -p "$B/results" "$B/logs" "$B/bin"
 # shellcheck source=host_env.sh
 source "$REPO/scripts/host_env.sh"  # use_fusekit, fusekit, bin_of, smi, tbo
 
+case "$STEP" in variants | start | wait | pack) fusion_common_step "$0" "$STEP" "${3:-}"; exit ;; esac
 case "$STEP" in
   standalone)  # the CPU host check of the chain arithmetic (no GPU needed; rerun here as a record)
     nvcc -O2 -std=c++17 -arch=sm_90 -I"$REPO/kernels" -o "$B/bin/gdn_chains_host_check" \
@@ -37,20 +38,6 @@ case "$STEP" in
       || { tail -n 20 "$B/logs/nvcc-gdn-host-check.log"; exit 1; }
     "$B/bin/gdn_chains_host_check" 2>&1 | tail -n 5 | tee "$B/logs/gdn-host-check.log" || true
     "$B/bin/gdn_chains_host_check" --sabotage 2>&1 | tail -n 2 | tee "$B/logs/gdn-host-check-sabotage.log" || true
-    ;;
-  variants)  # the builds this session needs besides stock, one per line (for h200_session.sh)
-    printf '%s\n' "${VARIANTS[@]}"
-    ;;
-  start)
-    smi start
-    "$REPO/scripts/gpu_batch.sh" "$B" setup
-    bash "$0" "$B" standalone
-    POLL_SECONDS=0 "$REPO/scripts/gpu_batch.sh" "$B" build "${VARIANTS[@]}" || [ $? = 3 ]
-    "$REPO/scripts/gpu_batch.sh" "$B" synth 2>&1 | tail -n 3
-    POLL_SECONDS=${POLL_SECONDS:-360} "$REPO/scripts/gpu_batch.sh" "$B" wait
-    ;;
-  wait)
-    POLL_SECONDS=${POLL_SECONDS:-540} "$REPO/scripts/gpu_batch.sh" "$B" wait
     ;;
   check)
     use_fusekit
@@ -86,9 +73,6 @@ case "$STEP" in
     ;;
   profile)
     session_profile fusion-2 "$BIG"
-    ;;
-  pack)
-    session_pack "${3:?output folder}"
     ;;
   *) echo "unknown step $STEP" >&2; exit 2 ;;
 esac

@@ -22,6 +22,7 @@ mkdir -p "$B/results" "$B/logs" "$B/bin"
 # shellcheck source=host_env.sh
 source "$REPO/scripts/host_env.sh"  # use_fusekit, fusekit, bin_of, smi, tbo, session_*
 
+case "$STEP" in variants | start | wait | pack) fusion_common_step "$0" "$STEP" "${3:-}"; exit ;; esac
 case "$STEP" in
   standalone)
     use_fusekit
@@ -32,20 +33,6 @@ case "$STEP" in
     "$B/bin/moe_router_check" --sabotage --json "$B/results/moe-router-standalone-sabotage.json" 2>&1 | tail -n 2 \
       | tee "$B/logs/moe-router-sabotage.log" || true
     smi standalone
-    ;;
-  variants)
-    printf '%s\n' "${VARIANTS[@]}"
-    ;;
-  start)
-    smi start
-    "$REPO/scripts/gpu_batch.sh" "$B" setup
-    bash "$0" "$B" standalone
-    POLL_SECONDS=0 "$REPO/scripts/gpu_batch.sh" "$B" build "${VARIANTS[@]}" || [ $? = 3 ]
-    "$REPO/scripts/gpu_batch.sh" "$B" synth 2>&1 | tail -n 3
-    POLL_SECONDS=${POLL_SECONDS:-360} "$REPO/scripts/gpu_batch.sh" "$B" wait
-    ;;
-  wait)
-    POLL_SECONDS=${POLL_SECONDS:-540} "$REPO/scripts/gpu_batch.sh" "$B" wait
     ;;
   check)
     use_fusekit
@@ -67,9 +54,6 @@ case "$STEP" in
     ;;
   profile)
     session_profile fusion-3 "$BIG"
-    ;;
-  pack)
-    session_pack "${3:?output folder}"
     ;;
   *) echo "unknown step $STEP" >&2; exit 2 ;;
 esac

@@ -28,6 +28,7 @@ mkdir -p "$B/results" "$B/logs" "$B/bin"
 # shellcheck source=host_env.sh
 source "$REPO/scripts/host_env.sh"  # use_fusekit, fusekit, bin_of, smi, tbo
 
+case "$STEP" in variants | start | wait | pack) fusion_common_step "$0" "$STEP" "${3:-}"; exit ;; esac
 case "$STEP" in
   standalone)  # the standalone kernel: compile, check, sabotage, timing (GPU otherwise idle)
     use_fusekit
@@ -44,20 +45,6 @@ case "$STEP" in
     "$REPO/scripts/gpu_batch.sh" "$B" synth 2>&1 | tail -n 3
     fusekit model synth --preset llama-3-8b --dense-type q8_0 -o "$LLAMA" --json "$B/results/model-llama.json" 2>&1 \
       | tail -n 2
-    ;;
-  variants)  # the builds this session needs besides stock, one per line (for h200_session.sh)
-    printf '%s\n' "${VARIANTS[@]}"
-    ;;
-  start)
-    smi start
-    "$REPO/scripts/gpu_batch.sh" "$B" setup
-    bash "$0" "$B" standalone
-    POLL_SECONDS=0 "$REPO/scripts/gpu_batch.sh" "$B" build "${VARIANTS[@]}" || [ $? = 3 ]
-    bash "$0" "$B" models
-    POLL_SECONDS=${POLL_SECONDS:-360} "$REPO/scripts/gpu_batch.sh" "$B" wait
-    ;;
-  wait)
-    POLL_SECONDS=${POLL_SECONDS:-540} "$REPO/scripts/gpu_batch.sh" "$B" wait
     ;;
   check)
     use_fusekit
@@ -98,9 +85,6 @@ case "$STEP" in
     ;;
   profile)
     session_profile fusion-5 "$BIG"
-    ;;
-  pack)
-    session_pack "${3:?output folder}"
     ;;
   *) echo "unknown step $STEP" >&2; exit 2 ;;
 esac

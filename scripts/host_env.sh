@@ -82,3 +82,26 @@ session_pack() {  # session_pack OUTDIR: the batch folder's results and logs, wi
     --exclude='*.nsys-rep' --exclude='*.qdstrm' --exclude='bin' .
   ls -l "$outdir"
 }
+
+fusion_common_step() {  # fusion_common_step SCRIPT STEP [OUT]: the steps every h200_fusionN.sh shares;
+  # needs VARIANTS. A script with a `models` step makes its models
+  # there; otherwise start writes the 35B preset.
+  local script=$1 step=$2
+  case "$step" in
+    variants)  # the builds this session needs besides stock, one per line (for h200_session.sh)
+      printf '%s\n' "${VARIANTS[@]}" ;;
+    start)  # setup, the standalone step, detached builds (stock and VARIANTS), models, then poll
+      smi start
+      "$REPO/scripts/gpu_batch.sh" "$B" setup
+      bash "$script" "$B" standalone
+      POLL_SECONDS=0 "$REPO/scripts/gpu_batch.sh" "$B" build "${VARIANTS[@]}" || [ $? = 3 ]
+      if grep -q '^  models)' "$script"; then bash "$script" "$B" models
+      else "$REPO/scripts/gpu_batch.sh" "$B" synth 2>&1 | tail -n 3; fi
+      POLL_SECONDS=${POLL_SECONDS:-360} "$REPO/scripts/gpu_batch.sh" "$B" wait ;;
+    wait)
+      POLL_SECONDS=${POLL_SECONDS:-540} "$REPO/scripts/gpu_batch.sh" "$B" wait ;;
+    pack)
+      session_pack "${3:?output folder}" ;;
+    *) return 1 ;;
+  esac
+}
