@@ -118,8 +118,9 @@ def list_fusions(as_json: bool) -> None:
 def apply_cmd(ctx: click.Context, specs: tuple[str, ...]) -> None:
     """Add fusions (by name or alias) or patch files to the current variant.
 
-    The stack is kept in canonical order (fusion-1 .. fusion-N, then your patch files in the
-    order you added them). Applying is atomic: if any patch fails, nothing changes.
+    apply adds to what is applied already: `fusekit reset` first for a variant of exactly
+    these entries. The stack is kept in canonical order (fusion-1 .. fusion-N, then your patch
+    files in the order you added them). Applying is atomic: if any patch fails, nothing changes.
     """
     ws = _workspace(ctx)
     registry = Registry.load()
