@@ -47,11 +47,6 @@ __global__ void __launch_bounds__(kThreads) chunked_gdn_kernel(GdnParams p, int 
                       int(threadIdx.x), int(blockDim.x), CtaBarrier{});
 }
 
-double median(std::vector<double> v) {
-    std::sort(v.begin(), v.end());
-    return v[v.size() / 2];
-}
-
 // Bytes every implementation must move (fp32 q, k, v, g, beta, state in; output and snapshots out) and
 // the chunked form's FLOPs (2 per multiply-add; see NOTES-chunked-gdn.md for the count).
 double min_bytes(const Case & c) {
@@ -153,7 +148,7 @@ int main(int argc, char ** argv) {
             us.push_back(1000.0 * ms / per_batch);
         }
         CHECK(cudaGetLastError());
-        const double med = median(us), bytes = min_bytes(c), flops = chunked_flops(c);
+        const double med = fusekit_standalone::median(us), bytes = min_bytes(c), flops = chunked_flops(c);
         std::printf("%-52s out err %.2e %s, state err %.2e %s, %9.1f us (%.0f GB/s of %.0f MB, %.1f TFLOP/s chunked)\n",
                     c.what, err_out, ok_out ? "ok" : "FAIL", err_state, ok_state ? "ok" : "FAIL", med, bytes / med / 1e3,
                     bytes / 1e6, flops / med / 1e6);

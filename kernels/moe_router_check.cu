@@ -78,30 +78,6 @@ double rel_err(const std::vector<float> & out, const std::vector<double> & ref) 
     return den > 0 ? std::sqrt(num / den) : std::sqrt(num);
 }
 
-template <class Launch>
-double median_us(Launch launch) {
-    cudaEvent_t a, b;
-    CHECK(cudaEventCreate(&a));
-    CHECK(cudaEventCreate(&b));
-    for (int i = 0; i < 20; ++i) launch();
-    CHECK(cudaDeviceSynchronize());
-    std::vector<double> batches;
-    constexpr int per_batch = 200;
-    for (int r = 0; r < 15; ++r) {
-        CHECK(cudaEventRecord(a));
-        for (int i = 0; i < per_batch; ++i) launch();
-        CHECK(cudaEventRecord(b));
-        CHECK(cudaEventSynchronize(b));
-        float ms = 0;
-        CHECK(cudaEventElapsedTime(&ms, a, b));
-        batches.push_back(1000.0 * ms / per_batch);
-    }
-    CHECK(cudaGetLastError());
-    std::sort(batches.begin(), batches.end());
-    CHECK(cudaEventDestroy(a));
-    CHECK(cudaEventDestroy(b));
-    return batches[batches.size() / 2];
-}
 
 // The float64 router: logits, softmax, top-k (value desc, then id asc), normalise, scale.
 void router_reference(const RouterCase & c, const std::vector<float> & w, const std::vector<float> & x,
@@ -196,7 +172,7 @@ int main(int argc, char ** argv) {
         const bool ok = ids_ok && rel < 1e-5;
         ++checks;
         failures += ok ? 0 : 1;
-        const double us = sabotage ? 0.0 : median_us([&] { kernel<<<fusekit_moe::router_grid(p), fusekit_moe::kCta>>>(p); });
+        const double us = sabotage ? 0.0 : fusekit_standalone::median_launch_us([&](int) { kernel<<<fusekit_moe::router_grid(p), fusekit_moe::kCta>>>(p); }, 20, 200, 15);
         std::printf("%-42s %8s %10.2e %9.2f %9s\n", c.what, ids_ok ? "same" : "DIFFER", rel, us, ok ? "ok" : "WRONG");
         char row[512];
         std::snprintf(row, sizeof row,
@@ -259,9 +235,9 @@ int main(int argc, char ** argv) {
         const bool ok = rel < 1e-5;
         ++checks;
         failures += ok ? 0 : 1;
-        const double us = sabotage ? 0.0 : median_us([&] {
+        const double us = sabotage ? 0.0 : fusekit_standalone::median_launch_us([&](int) {
             fusekit_moe::tail_kernel<PlainHooks><<<fusekit_moe::tail_grid(p), fusekit_moe::kCta>>>(p);
-        });
+        }, 20, 200, 15);
         std::printf("%-42s %8s %10.2e %9.2f %9s\n", c.what, "", rel, us, ok ? "ok" : "WRONG");
         char row[512];
         std::snprintf(row, sizeof row,

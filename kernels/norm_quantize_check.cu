@@ -204,11 +204,6 @@ CpuBlock cpu_quantize(const float * x32) {
     return b;
 }
 
-double median(std::vector<double> v) {
-    std::sort(v.begin(), v.end());
-    return v[v.size() / 2];
-}
-
 }  // namespace
 
 int main(int argc, char ** argv) {
@@ -362,7 +357,7 @@ int main(int argc, char ** argv) {
                     "  E %s (%d)  stock %.2f us  fused %.2f us\n",
                     s.what, s.ncols, s.nrows, ok_a ? "ok" : "FAIL", a_diff_bytes, ok_b ? "ok" : "FAIL",
                     ok_c ? "ok" : "FAIL", c_worst, ok_d ? "ok" : "FAIL", d_q_mismatch, d_tie_steps, d_scale_bad,
-                    d_sum_bad, pad_bad, ok_e ? "ok" : "FAIL", e_worst, median(us_stock), median(us_fused));
+                    d_sum_bad, pad_bad, ok_e ? "ok" : "FAIL", e_worst, fusekit_standalone::median(us_stock), fusekit_standalone::median(us_fused));
 
         char row[768];
         std::snprintf(row, sizeof(row),
@@ -372,7 +367,7 @@ int main(int argc, char ** argv) {
                       "\"us_stock_two_launches\": %.3f, \"us_fused\": %.3f}",
                       si ? ", " : "", s.what, s.ncols, s.nrows, ok_a ? "true" : "false", a_diff_bytes,
                       ok_b ? "true" : "false", c_worst, ok_d ? "true" : "false", d_q_mismatch, d_tie_steps,
-                      d_scale_bad, d_sum_bad, pad_bad, e_worst, median(us_stock), median(us_fused));
+                      d_scale_bad, d_sum_bad, pad_bad, e_worst, fusekit_standalone::median(us_stock), fusekit_standalone::median(us_fused));
         json += row;
 
         CHECK(cudaEventDestroy(t0));

@@ -139,30 +139,6 @@ __global__ void stream_read(const uint4 * src, size_t n, uint4 * sink) {
     if ((acc.x ^ acc.y ^ acc.z ^ acc.w) == 0x9e3779b9u) *sink = acc;  // keeps the loads alive
 }
 
-template <class Launch>
-double median_us(Launch launch, int copies) {
-    cudaEvent_t a, b;
-    CHECK(cudaEventCreate(&a));
-    CHECK(cudaEventCreate(&b));
-    for (int i = 0; i < 10; ++i) launch(i % copies);
-    CHECK(cudaDeviceSynchronize());
-    std::vector<double> batches;
-    constexpr int per_batch = 50;
-    for (int r = 0; r < 15; ++r) {
-        CHECK(cudaEventRecord(a));
-        for (int i = 0; i < per_batch; ++i) launch(i % copies);
-        CHECK(cudaEventRecord(b));
-        CHECK(cudaEventSynchronize(b));
-        float ms = 0;
-        CHECK(cudaEventElapsedTime(&ms, a, b));
-        batches.push_back(1000.0 * ms / per_batch);
-    }
-    CHECK(cudaGetLastError());
-    std::sort(batches.begin(), batches.end());
-    CHECK(cudaEventDestroy(a));
-    CHECK(cudaEventDestroy(b));
-    return batches[batches.size() / 2];
-}
 
 }  // namespace
 
@@ -222,20 +198,20 @@ int main(int argc, char ** argv) {
         failures += ok ? 0 : 1;
 
         // Timing: the floor (a plain 16-byte read of the bytes one token touches), then the kernel.
-        const size_t row_bytes = size_t(s.rows) * (s.k / 32) * 34;
         double t_floor = 0, t2 = 0, t4 = 0, t8 = 0;
         if (!sabotage) {
-            t_floor = median_us([&](int c) {
+            t_floor = fusekit_standalone::median_launch_us([&](int i) {
+                const int c = i % copies;
                 const uint4 * src = reinterpret_cast<const uint4 *>(dx + c * h.x.size());
                 stream_read<<<sm_count * 8, 256>>>(src, touched / 16, sink);
-            }, copies);
-            (void) row_bytes;
+            }, 10, 50, 15);
             auto timed = [&](auto unroll_tag) {
                 constexpr int U = decltype(unroll_tag)::value;
-                return median_us([&](int c) {
+                return fusekit_standalone::median_launch_us([&](int i) {
+                    const int c = i % copies;
                     fusekit_q8::Problem q = problem_for(s, dx + c * h.x.size(), dy, dids, ddst, 0);
                     CHECK(fusekit_q8::launch<fusekit_q8::PlainHooks, U>(q, nact, 1, sm_count, nullptr));
-                }, copies);
+                }, 10, 50, 15);
             };
             t2 = timed(std::integral_constant<int, 2>{});
             t4 = timed(std::integral_constant<int, 4>{});

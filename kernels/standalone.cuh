@@ -4,10 +4,12 @@
 
 #include <cuda_runtime.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <string>
+#include <vector>
 
 // Every CUDA call is checked: exit code 0 alone proves nothing.
 #define CHECK(...)                                                                             \
@@ -40,6 +42,42 @@ inline Options parse_options(int argc, char ** argv) {
         }
     }
     return o;
+}
+
+// The median of a set of timings.
+inline double median(std::vector<double> v) {
+    std::sort(v.begin(), v.end());
+    return v[v.size() / 2];
+}
+
+// Microseconds per launch: `warmup` launches, then `batches` batches of `per_batch` back-to-back launches
+// between CUDA events (launch cost included); the median batch. launch(i) gets the launch's number, so a
+// caller can rotate over weight copies that together exceed L2.
+template <class Launch>
+double median_launch_us(Launch launch, int warmup, int per_batch, int batches) {
+    cudaEvent_t a, b;
+    CHECK(cudaEventCreate(&a));
+    CHECK(cudaEventCreate(&b));
+    for (int i = 0; i < warmup; ++i) {
+        launch(i);
+    }
+    CHECK(cudaDeviceSynchronize());
+    std::vector<double> per_launch;
+    for (int r = 0; r < batches; ++r) {
+        CHECK(cudaEventRecord(a));
+        for (int i = 0; i < per_batch; ++i) {
+            launch(i);
+        }
+        CHECK(cudaEventRecord(b));
+        CHECK(cudaEventSynchronize(b));
+        float ms = 0;
+        CHECK(cudaEventElapsedTime(&ms, a, b));
+        per_launch.push_back(1000.0 * ms / per_batch);
+    }
+    CHECK(cudaGetLastError());
+    CHECK(cudaEventDestroy(a));
+    CHECK(cudaEventDestroy(b));
+    return median(per_launch);
 }
 
 // Writes the JSON (when asked), prints the verdict and returns the exit code: without --sabotage, 0 when

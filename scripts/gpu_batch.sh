@@ -38,7 +38,6 @@ PROFILE_ARGS="${PROFILE_ARGS:---decode 16}"
 POLL_SECONDS="${POLL_SECONDS:-510}"
 BACKEND="${BACKEND:-cuda}"  # cpu: try the steps on a machine without a GPU
 CHECK_BACKEND="${CHECK_BACKEND:-CUDA0}"  # test-backend-ops -b: compared against the CPU backend
-SITE="$FUSEKIT_HOME/site"  # filled by the setup step
 
 mkdir -p "$OUT/logs" "$OUT/results"
 OUT="$(cd "$OUT" && pwd)"
@@ -85,7 +84,7 @@ step_setup() {
   local tarball="$BUNDLE/llama.cpp-slim.tar.gz" deb
   [[ -f "$tarball" ]] || { log "no $tarball (run 'fusekit bundle -o .bundle' and carry it)"; exit 2; }
   mkdir -p "$FUSEKIT_HOME"
-  FUSEKIT_SITE="$SITE" bash "$BUNDLE/run.sh" >"$OUT/logs/setup-exports.sh" 2>>"$OUT/logs/setup.log"
+  FUSEKIT_SITE="$SITE_DIR" bash "$BUNDLE/run.sh" >"$OUT/logs/setup-exports.sh" 2>>"$OUT/logs/setup.log"
   if compgen -G "$BUNDLE/debs/*.deb" >/dev/null; then  # libdw1, libelf1 for nsys' importer; ccache
     mkdir -p "$FUSEKIT_HOME/nsys-debs"
     for deb in "$BUNDLE"/debs/*.deb; do dpkg -x "$deb" "$FUSEKIT_HOME/nsys-debs"; done

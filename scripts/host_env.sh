@@ -6,8 +6,10 @@
 # Every step must see the same ccache: fusekit's build records the compiler launcher in its configure
 # stamp, so a step without ccache on PATH would reconfigure and recompile a whole CUDA build.
 
+SITE_DIR="$FUSEKIT_HOME/site"  # the bundle's wheels, installed by gpu_batch.sh's setup step
+
 use_fusekit() {
-  local site="$FUSEKIT_HOME/site" debroot="$FUSEKIT_HOME/nsys-debs" libdw
+  local site="$SITE_DIR" debroot="$FUSEKIT_HOME/nsys-debs" libdw
   if [[ -d "$site" ]]; then
     export PYTHONPATH="$REPO:$site${PYTHONPATH:+:$PYTHONPATH}"
     export PATH="$site/bin:$PATH"
@@ -102,6 +104,6 @@ fusion_common_step() {  # fusion_common_step SCRIPT STEP [OUT]: the steps every 
       POLL_SECONDS=${POLL_SECONDS:-540} "$REPO/scripts/gpu_batch.sh" "$B" wait ;;
     pack)
       session_pack "${3:?output folder}" ;;
-    *) return 1 ;;
+    *) echo "fusion_common_step: $step is not a shared step" >&2; return 2 ;;
   esac
 }
