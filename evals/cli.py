@@ -13,7 +13,7 @@ from fusekit.console import note
 from fusekit.errors import FusekitError
 from fusekit.paths import resolve_home
 from fusekit.registry import Registry
-from fusekit.stack import STOCK, Entry, resolve_spec
+from fusekit.stack import STOCK, spec_entries
 from fusekit.synth.gguflib import load_gguf
 from fusekit.variants import Variant, current_entries, materialize
 from fusekit.workspace import Workspace
@@ -28,16 +28,6 @@ from .report import render, render_many, speed_plot
 from .results import new_result, read_result, write_result
 from .runner import EvalSettings, Side, default_threads, run_eval
 from .textgen import DEFAULT_PROMPTS, TextSettings
-
-
-def spec_entries(spec: str, registry: Registry) -> list[Entry]:
-    """``stock``, a fusion, a patch file, or several joined with '+' (``fusion-1+fusion-5``)."""
-    if spec == STOCK:
-        return []
-    parts = [p for p in spec.split("+") if p]
-    if not parts:
-        raise FusekitError(f"empty variant {spec!r}")
-    return [resolve_spec(part, registry) for part in parts]
 
 
 def resolve_variants(
@@ -141,7 +131,7 @@ def evaluate(ws: Workspace, specs: list[str], opts: dict) -> tuple[dict, Path]:
 
     registry = Registry.load()
     options = BuildOptions(backend=opts["backend"], cuda_arch=opts["cuda_arch"])
-    with ws.lock():
+    with ws.lock():  # held while variants and builds change; measuring only reads the built binaries
         arms = resolve_variants(ws, specs, opts["against"], registry)
         builds = {}
         for v, _ in arms:
@@ -152,14 +142,14 @@ def evaluate(ws: Workspace, specs: list[str], opts: dict) -> tuple[dict, Path]:
         for v, env in arms[1:]:
             again = v.label == baseline.label and not env
             sides.append(Side(v, builds[v.label], f"{v.label}-again" if again else "", env))
-        for side in sides[1:]:
-            if side.describe(settings.backend)["touches_only_uncompiled_backends"]:
-                note(f"{side.name} patches only backends a {settings.backend} build does not compile: identical code")
         result = new_result("eval", command=["fusekit", *sys.argv[1:]])
         result["variants"] = [side.describe(settings.backend) for side in sides]
-        result["inputs"] = {"model": model.describe(), "corpus": corpus.describe() if corpus else None}
-        kl_base = opts["kl_base"].expanduser().resolve() if opts["kl_base"] else None
-        result["payload"] = run_eval(sides, model, corpus, settings, ws.cache, kl_base, note)
+    for side, described in zip(sides[1:], result["variants"][1:], strict=True):
+        if described["touches_only_uncompiled_backends"]:
+            note(f"{side.name} patches only backends a {settings.backend} build does not compile: identical code")
+    result["inputs"] = {"model": model.describe(), "corpus": corpus.describe() if corpus else None}
+    kl_base = opts["kl_base"].expanduser().resolve() if opts["kl_base"] else None
+    result["payload"] = run_eval(sides, model, corpus, settings, ws.cache, kl_base, note)
     result["finished"] = _dt.datetime.now(_dt.UTC).isoformat(timespec="seconds")
     path = write_result(result, opts["json_path"] or default_result_path(ws))
     return result, path

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import sys
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import click
@@ -19,7 +20,7 @@ from .errors import FusekitError
 from .paths import resolve_home
 from .pin import load_pin
 from .registry import Registry
-from .stack import resolve_spec
+from .stack import resolve_spec, spec_entries
 from .variants import Variant, apply, current_entries, materialize, refresh, reset, status
 from .workspace import Workspace
 
@@ -187,6 +188,7 @@ def build_one(ws: Workspace, variant: Variant, options: BuildOptions, jobs: int 
 
 
 @main.command("build")
+@click.argument("specs", nargs=-1, metavar="[VARIANT]...")
 @click.option(
     "--backend",
     type=click.Choice(BACKENDS),
@@ -200,26 +202,76 @@ def build_one(ws: Workspace, variant: Variant, options: BuildOptions, jobs: int 
     metavar="SM",
     help="CUDA architecture for --backend cuda, e.g. 90 (default: what the GPU reports).",
 )
-@click.option("--jobs", "-j", type=int, default=None, help="Parallel compile jobs (default: the core count).")
+@click.option("--jobs", "-j", type=int, default=None, help="Parallel compile jobs per build (default: the core count).")
+@click.option(
+    "--parallel",
+    type=click.IntRange(min=1),
+    default=1,
+    show_default=True,
+    help="Variants built at the same time, after stock (stock fills the ccache they share).",
+)
 @click.option("--json", "as_json", is_flag=True, help="Print the build records as JSON.")
 @click.pass_context
-def build_cmd(ctx: click.Context, backend: str, cuda_arch: str | None, jobs: int | None, as_json: bool) -> None:
+def build_cmd(
+    ctx: click.Context, specs: tuple[str, ...], backend: str, cuda_arch: str | None, jobs: int | None, parallel: int,
+    as_json: bool,
+) -> None:  # fmt: skip
     """Build stock and the current variant (llama-bench, -perplexity, -completion, -quantize,
-    test-backend-ops and the shared ggml libraries), each in its own tree."""
+    test-backend-ops and the shared ggml libraries), each in its own tree.
+
+    Name VARIANTs (a fusion, a patch file, or several joined with '+') to build those instead of
+    the current variant; the current variant stays as it is. A variant that fails to build does
+    not stop the others: each failure is one line, and the exit status is 1.
+
+    \b
+    Examples:
+      fusekit apply fusion-3 && fusekit build
+      fusekit build fusion-1 fusion-5 fusion-1+fusion-5 --backend cuda --parallel 3
+    """
     ws = _workspace(ctx)
     registry = Registry.load()
     options = BuildOptions(backend=backend, cuda_arch=cuda_arch)
     with ws.lock():
-        variants = [materialize(ws, [])]
-        current = materialize(ws, current_entries(ws, registry))
-        if not current.is_stock:
-            variants.append(current)
-        results = [build_one(ws, v, options, jobs) for v in variants]
+        stock = materialize(ws, [])
+        if specs:
+            named = [materialize(ws, spec_entries(spec, registry)) for spec in specs]
+        else:
+            named = [materialize(ws, current_entries(ws, registry))]
+        others = list({v.label: v for v in named if not v.is_stock}.values())
+        results = [build_one(ws, stock, options, jobs)]
+        outcomes = build_many(ws, others, options, jobs, parallel)
+    failures = [(label, error) for label, error in outcomes if isinstance(error, FusekitError)]
+    results += [r for _, r in outcomes if isinstance(r, BuildResult)]
     if as_json:
-        print_json([{**r.record, "build_dir": str(r.build_dir), "seconds": r.seconds} for r in results])
-        return
-    for r in results:
-        click.echo(f"{r.label}: {r.bin_dir}")
+        records = [{**r.record, "build_dir": str(r.build_dir), "seconds": r.seconds} for r in results]
+        print_json(records + [{"variant": label, "error": error.message} for label, error in failures])
+    else:
+        for r in results:
+            click.echo(f"{r.label}: {r.bin_dir}")
+    for _, error in failures:
+        click.echo(f"fusekit: error: {error.message}", err=True)
+        if error.detail:
+            click.echo(error.detail.rstrip(), err=True)
+    if failures:
+        sys.exit(1)
+
+
+def build_many(
+    ws: Workspace, variants: list[Variant], options: BuildOptions, jobs: int | None, parallel: int
+) -> list[tuple[str, BuildResult | FusekitError]]:
+    """Build ``variants``, ``parallel`` at a time; a failure is returned in its variant's place, not raised."""
+
+    def one(variant: Variant) -> tuple[str, BuildResult | FusekitError]:
+        try:
+            return variant.label, build_one(ws, variant, options, jobs)
+        except FusekitError as exc:
+            note(f"build of {variant.label} failed: {exc.message}")
+            return variant.label, exc
+
+    if parallel == 1 or len(variants) < 2:
+        return [one(v) for v in variants]
+    with ThreadPoolExecutor(max_workers=parallel) as pool:
+        return list(pool.map(one, variants))
 
 
 @main.command("compile-check")

@@ -94,6 +94,16 @@ def resolve_spec(spec: str, registry: Registry) -> Entry:
     raise AssertionError("unreachable")
 
 
+def spec_entries(spec: str, registry: Registry) -> list[Entry]:
+    """``stock``, a fusion, a patch file, or several joined with '+' (``fusion-1+fusion-5``)."""
+    if spec == STOCK:
+        return []
+    parts = [p for p in spec.split("+") if p]
+    if not parts:
+        raise FusekitError(f"empty variant {spec!r}")
+    return [resolve_spec(part, registry) for part in parts]
+
+
 def canonical(entries: list[Entry]) -> list[Entry]:
     """Fusions by number, then user patches in the order they were first added; no duplicates."""
     seen: dict[tuple[str, str], Entry] = {}

@@ -17,6 +17,7 @@ import json
 import os
 import shutil
 import tempfile
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -75,11 +76,20 @@ class Workspace:
     def lock(self) -> Iterator[None]:
         """Only one fusekit process changes a workspace at a time."""
         self.home.mkdir(parents=True, exist_ok=True)
+        wait = float(os.environ.get("FUSEKIT_LOCK_WAIT", "0") or 0)
+        deadline = time.monotonic() + wait
         with open(self.home / ".lock", "w") as handle:
-            try:
-                fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
-            except BlockingIOError:
-                raise FusekitError(f"another fusekit command is working in {self.home}; wait for it") from None
+            while True:
+                try:
+                    fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                    break
+                except BlockingIOError:
+                    if time.monotonic() >= deadline:
+                        raise FusekitError(
+                            f"another fusekit command is working in {self.home}; wait for it "
+                            "(or set FUSEKIT_LOCK_WAIT=SECONDS to wait here)"
+                        ) from None
+                    time.sleep(0.5)
             yield
 
     # ----- init --------------------------------------------------------------------------

@@ -5,7 +5,8 @@
 # cut a command at 10 minutes can run them one by one; the build runs detached and is polled.
 #
 #   scripts/gpu_batch.sh OUT setup                 # install from the bundle, fusekit init (seconds)
-#   scripts/gpu_batch.sh OUT build  VARIANT...     # start the CUDA builds detached (or resume), poll ~8.5 min
+#   scripts/gpu_batch.sh OUT build  VARIANT...     # start the CUDA builds detached (or resume), poll ~8.5 min;
+#                                                  # stock first, then BUILD_PARALLEL (default 4) variants at a time
 #   scripts/gpu_batch.sh OUT wait                  # poll the build again (repeat until it says done)
 #   scripts/gpu_batch.sh OUT synth                 # write the model (MODEL_ARGS) into MODELS (can run during the build)
 #   scripts/gpu_batch.sh OUT quality               # top-1 probability / entropy of the model (after the build)
@@ -97,18 +98,14 @@ step_setup() {
 }
 
 build_all() {
-  # Runs detached (see step_build): stock, then each variant, CUDA backend for the visible GPU.
+  # Runs detached (see step_build): stock first (it fills the ccache), then the variants BUILD_PARALLEL at a
+  # time. A variant that fails does not stop the others; the status file records the exit code.
   use_fusekit
-  fusekit reset
-  fusekit build --backend "$BACKEND" --json >"$OUT/results/build-stock.json"
-  local v
-  for v in "${VARIANTS[@]}"; do
-    fusekit reset
-    # shellcheck disable=SC2046
-    fusekit apply $(variant_specs "$v")
-    fusekit build --backend "$BACKEND" --json >"$OUT/results/build-$(basename "${v//+/_}" .patch).json"
-  done
-  fusekit reset
+  local specs=() v arch=()
+  for v in "${VARIANTS[@]}"; do specs+=("$v"); done
+  [[ "$BACKEND" == cuda ]] && arch=(--cuda-arch "${CUDA_ARCH:-90}")
+  fusekit build "${specs[@]}" --backend "$BACKEND" "${arch[@]}" --parallel "${BUILD_PARALLEL:-4}" --json \
+    >"$OUT/results/builds.json"
 }
 
 poll_build() {

@@ -2,13 +2,16 @@
 
 from __future__ import annotations
 
+import json
 import shutil
 import subprocess
 from pathlib import Path
 
 import pytest
+from click.testing import CliRunner
 
 from fusekit.build import BuildOptions, BuildResult, build_variant
+from fusekit.cli import main
 from fusekit.errors import FusekitError
 from fusekit.registry import Registry
 from fusekit.stack import resolve_spec
@@ -57,6 +60,24 @@ def test_compiler_errors_are_shown(pinned_home: Path, stock_build: BuildResult) 
     assert info.value.message.startswith("build of broken-build failed")
     assert "llama-bench.cpp" in info.value.detail and "error" in info.value.detail
     assert "Traceback" not in info.value.detail
+
+
+def test_build_command_builds_named_variants_in_parallel_and_reports_each_failure(
+    pinned_home: Path, stock_build: BuildResult, example_data
+) -> None:
+    """`fusekit build A B --parallel 2`: one failure does not stop the other build; exit 1; current untouched."""
+    broken = str(TEST_PATCHES / "broken-build.patch")
+    current = Workspace(pinned_home).load_state()["current"]
+    args = ["--home", str(pinned_home), "build", "fusion-9", broken, "--parallel", "2", "--json"]
+    result = CliRunner().invoke(main, args)
+    assert result.exit_code == 1, result.output
+    records = json.loads(result.stdout)
+    by_variant = {r["variant"]: r for r in records}
+    assert set(by_variant) == {"stock", "fusion-9", "broken-build"}
+    assert by_variant["broken-build"]["error"].startswith("build of broken-build failed")
+    assert "error" not in by_variant["fusion-9"] and Path(by_variant["fusion-9"]["build_dir"]).is_dir()
+    assert "fusekit: error: build of broken-build failed" in result.stderr
+    assert Workspace(pinned_home).load_state()["current"] == current
 
 
 def test_missing_cmake_is_one_clear_error(pinned_home: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

@@ -78,3 +78,9 @@ def test_empty_file_is_not_sqlite(tmp_path: Path) -> None:
 
 def test_against_without_from(tmp_path: Path) -> None:
     assert_one_line_error(run_profile("--against", str(tmp_path / "b.sqlite")), "--against needs --from")
+
+
+def test_variant_with_an_existing_export_is_refused(tmp_path: Path) -> None:
+    path = tmp_path / "trace.sqlite"
+    path.write_text("")
+    assert_one_line_error(run_profile("--from", str(path), "--variant", "fusion-1"), "--variant is for recording")

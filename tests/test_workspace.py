@@ -6,6 +6,7 @@ import json
 import os
 import shutil
 import subprocess
+import threading
 from pathlib import Path
 
 import pytest
@@ -129,3 +130,29 @@ def test_bad_sources(tmp_path: Path) -> None:
     with pytest.raises(FusekitError, match="not a tarball"):
         Workspace(tmp_path / "h2").init(str(junk), quiet)
     assert_nothing_left(tmp_path / "h2")
+
+
+def test_a_held_lock_is_one_clear_error_or_waited_for(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A second command fails at once by default; with FUSEKIT_LOCK_WAIT it waits for the first to finish."""
+    ws = Workspace(tmp_path / "home")
+    release = threading.Event()
+    held = threading.Event()
+
+    def first_command() -> None:
+        with ws.lock():
+            held.set()
+            release.wait(10)
+
+    thread = threading.Thread(target=first_command)
+    thread.start()
+    held.wait(10)
+    try:
+        with pytest.raises(FusekitError, match="another fusekit command is working"), ws.lock():
+            pass
+        monkeypatch.setenv("FUSEKIT_LOCK_WAIT", "20")
+        threading.Timer(0.5, release.set).start()
+        with ws.lock():
+            assert release.is_set()
+    finally:
+        release.set()
+        thread.join()

@@ -49,6 +49,14 @@ NO_DEVICE = (
     help="GGUF model to decode when recording.",
 )
 @click.option(
+    "--variant",
+    "variant_spec",
+    default=None,
+    metavar="VARIANT",
+    help="Record stock and this variant (a fusion, a patch file, or several joined with '+') "
+    "instead of the current variant.",
+)
+@click.option(
     "--decode", type=click.IntRange(min=1), default=16, show_default=True, help="Tokens to decode when recording."
 )
 @click.option(
@@ -102,8 +110,9 @@ NO_DEVICE = (
 @click.pass_context
 def profile(
     ctx: click.Context, from_path: Path | None, against: Path | None, tokens: int | None, model: Path | None,
-    decode: int, prompt: int, nsys_path: str | None, out: Path | None, cuda_arch: str | None, jobs: int | None,
-    top: int, csv_path: Path | None, json_path: Path | None, png_path: Path | None,
+    variant_spec: str | None, decode: int, prompt: int, nsys_path: str | None, out: Path | None,
+    cuda_arch: str | None, jobs: int | None, top: int, csv_path: Path | None, json_path: Path | None,
+    png_path: Path | None,
 ) -> None:  # fmt: skip
     """Per-kernel breakdown of Nsight Systems traces: kernel statistics as `nsys stats` prints them,
     time per category and per token, GPU busy share, and the difference between two traces.
@@ -112,6 +121,7 @@ def profile(
     Without --from: build stock and the current variant for CUDA, record a decode of each with
     nsys (-t cuda --cuda-graph-trace=node), then compare them (needs a GPU and nsys).
       fusekit profile --model m.gguf --decode 32 --prompt 4096
+      fusekit profile --model m.gguf --variant fusion-1+fusion-5
       fusekit profile --from stock.sqlite --against fused.sqlite --tokens 16
       fusekit profile --from run.sqlite --csv kernels.csv --json out.json
     """
@@ -121,6 +131,9 @@ def profile(
             raise FusekitError("--against needs --from (it compares two existing exports)")
         if tokens is not None:
             raise FusekitError("--tokens is for --from; when recording, --decode N sets the token count")
+    elif variant_spec is not None:
+        raise FusekitError("--variant is for recording; --from reads existing exports")
+    if from_path is None:
         nsys = runner.find_nsys(nsys_path)
         missing = [
             what for what, ok in (("no NVIDIA GPU visible", runner.have_gpu()), ("no nsys found", nsys)) if not ok
@@ -131,7 +144,7 @@ def profile(
             raise FusekitError("recording needs --model FILE.gguf")
         assert nsys is not None
         home = (ctx.find_root().obj or {}).get("home")
-        profiles, variants = record_variants(home, model, decode, prompt, nsys, out, cuda_arch, jobs)
+        profiles, variants = record_variants(home, model, decode, prompt, nsys, out, cuda_arch, jobs, variant_spec)
     else:
         profiles = [read_profile(from_path, tokens, "--tokens")]
         if against is not None:

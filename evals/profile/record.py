@@ -12,6 +12,7 @@ from fusekit.build import BuildOptions, detect_cuda_arch
 from fusekit.console import note
 from fusekit.paths import resolve_home
 from fusekit.registry import Registry
+from fusekit.stack import spec_entries
 from fusekit.variants import current_entries, materialize
 from fusekit.workspace import Workspace
 
@@ -21,16 +22,19 @@ from .parse import Profile, read_profile
 
 def record_variants(
     home: str | None, model: Path, decode: int, prompt: int, nsys: Path, out: Path | None, cuda_arch: str | None,
-    jobs: int | None,
+    jobs: int | None, variant_spec: str | None = None,
 ) -> tuple[list[Profile], list[dict]]:  # fmt: skip
-    """Build stock and the current variant for CUDA, trace a llama-bench decode of each, parse the traces."""
+    """Build stock and the current variant (or ``variant_spec``) for CUDA, trace a llama-bench decode of each,
+    parse the traces."""
     from fusekit.cli import build_one  # imported here: fusekit.cli imports this package to register the command
 
     ws = Workspace(resolve_home(home))
     options = BuildOptions(backend="cuda", cuda_arch=cuda_arch or detect_cuda_arch())
     with ws.lock():
         variants = [materialize(ws, [])]
-        current = materialize(ws, current_entries(ws, Registry.load()))
+        registry = Registry.load()
+        entries = spec_entries(variant_spec, registry) if variant_spec else current_entries(ws, registry)
+        current = materialize(ws, entries)
         if not current.is_stock:
             variants.append(current)
         builds = [build_one(ws, v, options, jobs) for v in variants]
