@@ -45,8 +45,11 @@ case "$STEP" in
     use_fusekit
     smi check
     F1=$(bin_of fusion-1); SB=$(bin_of "fusion-1+sabotage-norm-quantize")
-    for op in FUSEKIT_NORM_Q8 RMS_NORM RMS_NORM_MUL_ADD MUL_MAT MUL_MAT_ID MUL_MAT_VEC_FUSION; do
+    for op in FUSEKIT_NORM_Q8 RMS_NORM RMS_NORM_MUL_ADD MUL_MAT_VEC_FUSION; do
       tbo "fusion-1-$op" pass "$F1" -o "$op"
+    done
+    for op in MUL_MAT MUL_MAT_ID; do  # the one-token cases its MMVQ hook sees; every case: the stack check
+      tbo "fusion-1-$op-n1" pass "$F1" -o "$op" -p ',n=1,'
     done
     tbo fusion-1-disabled pass "$F1" GGML_CUDA_DISABLE_FUSION=1 -o FUSEKIT_NORM_Q8
     tbo fusion-1-no-graphs pass "$F1" GGML_CUDA_DISABLE_GRAPHS=1 -o FUSEKIT_NORM_Q8

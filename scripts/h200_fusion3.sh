@@ -38,9 +38,10 @@ case "$STEP" in
     use_fusekit
     smi check
     F3=$(bin_of fusion-3); SB=$(bin_of "fusion-3+sabotage-moe-router")
-    for op in FUSEKIT_MOE_ROUTER FUSEKIT_MOE_TAIL TOPK_MOE MUL_MAT SOFT_MAX ARGSORT ADD MUL SIGMOID; do
+    for op in FUSEKIT_MOE_ROUTER FUSEKIT_MOE_TAIL TOPK_MOE SOFT_MAX ARGSORT ADD MUL SIGMOID; do
       tbo "fusion-3-$op" pass "$F3" -o "$op"
     done
+    tbo fusion-3-MUL_MAT-f32 pass "$F3" -o MUL_MAT -p 'type_a=f32'  # the router's GEMV; every case: the stack check
     tbo fusion-3-disabled pass "$F3" GGML_CUDA_DISABLE_FUSION=1 -o FUSEKIT_MOE_ROUTER
     tbo sabotage-router fail "$SB" -o FUSEKIT_MOE_ROUTER
     tbo sabotage-tail fail "$SB" -o FUSEKIT_MOE_TAIL

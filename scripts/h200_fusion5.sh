@@ -7,7 +7,7 @@
 #   scripts/h200_fusion5.sh B standalone  # the standalone kernel: check, sabotage, timing
 #   scripts/h200_fusion5.sh B models    # the 35B preset and the second model (Llama-3-8B shapes, all Q8_0)
 #   scripts/h200_fusion5.sh B wait      # poll the builds
-#   scripts/h200_fusion5.sh B check     # test-backend-ops: fusion-5 full MUL_MAT/MUL_MAT_ID/fusion cases pass,
+#   scripts/h200_fusion5.sh B check     # test-backend-ops: fusion-5 q8_0 MUL_MAT/MUL_MAT_ID/fusion cases pass,
 #                                       # sabotage fails, sabotage with GGML_CUDA_DISABLE_FUSION=1 passes
 #   scripts/h200_fusion5.sh B race      # bridge: stock vs fusion-5 mul_mat (checked, then timed); sabotage check
 #   scripts/h200_fusion5.sh B eval      # fusekit eval fusion-5 vs stock on the 35B preset (tok/s, ppl, KL, text)
@@ -42,8 +42,8 @@ case "$STEP" in
     ;;
   models)  # the 35B preset (gpu_batch synth) and the second model
     use_fusekit
-    "$REPO/scripts/gpu_batch.sh" "$B" synth 2>&1 | tail -n 3
-    fusekit model synth --preset llama-3-8b --dense-type q8_0 -o "$LLAMA" --json "$B/results/model-llama.json" 2>&1 \
+    [ -f "$BIG" ] || "$REPO/scripts/gpu_batch.sh" "$B" synth 2>&1 | tail -n 3
+    [ -f "$LLAMA" ] || fusekit model synth --preset llama-3-8b --dense-type q8_0 -o "$LLAMA" --json "$B/results/model-llama.json" 2>&1 \
       | tail -n 2
     ;;
   check)
@@ -52,7 +52,7 @@ case "$STEP" in
     F5=$(bin_of fusion-5); SB=$(bin_of "fusion-5+sabotage-q8-gemv"); ST=$(bin_of stock)
     Q8='type_a=q8_0|type=q8_0'
     tbo stock-q8 pass "$ST" -o MUL_MAT -p "$Q8"
-    for op in MUL_MAT MUL_MAT_ID MUL_MAT_VEC_FUSION; do tbo "fusion-5-$op" pass "$F5" -o "$op"; done
+    for op in MUL_MAT MUL_MAT_ID MUL_MAT_VEC_FUSION; do tbo "fusion-5-$op" pass "$F5" -o "$op" -p "$Q8"; done  # all: stack
     for op in MUL_MAT MUL_MAT_ID MUL_MAT_VEC_FUSION; do tbo "sabotage-$op" fail "$SB" -o "$op" -p "$Q8"; done
     tbo sabotage-disabled-MUL_MAT pass "$SB" GGML_CUDA_DISABLE_FUSION=1 -o MUL_MAT -p "$Q8"
     echo "== test-backend-ops perf, q8_0 at one token"

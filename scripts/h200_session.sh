@@ -1,30 +1,24 @@
 #!/usr/bin/env bash
-# One H200 session for every fusion that has a session script (scripts/h200_fusionN.sh): one stock build
-# shared by all variants (the carried ccache makes each variant a partial rebuild), one interleaved eval of
-# every fusion alone and of their stack against stock. Each step fits one 10-minute device command; run
-# each behind `timeout` and follow it with `pack`, so results come back even when a step runs long:
+# One H200 session for every fusion that has a session script (scripts/h200_fusionN.sh). `run` starts the
+# whole session detached and returns; each device command then polls it and packs what is there, so the
+# work goes on between commands (call again within the host's warm window) and every call returns results:
 #
-#   timeout 540 scripts/h200_session.sh B start; scripts/h200_session.sh B pack "$OUT"
+#   scripts/h200_session.sh B run; scripts/h200_session.sh B poll 520; scripts/h200_session.sh B pack "$OUT"
+#   scripts/h200_session.sh B poll 540; scripts/h200_session.sh B pack "$OUT"     # again until it says done
 #
-#   scripts/h200_session.sh B start     # setup; every fusion's standalone step and the kernels step; detached
-#                                       # builds; models; poll
-#   scripts/h200_session.sh B kernels   # standalone kernels not yet in ggml (fusion-4's chunked_gdn_check)
-#   scripts/h200_session.sh B wait      # poll the builds until done
-#   scripts/h200_session.sh B check     # every fusion's check step (test-backend-ops, sabotage), then its race step
-#   scripts/h200_session.sh B eval      # fusekit eval: each fusion alone and the stack vs stock, 35B preset
-#   scripts/h200_session.sh B profile   # fusekit profile of each fusion and of the stack (16 decode tokens)
-#   scripts/h200_session.sh B pack OUT  # results and logs (no traces, models or binaries) into OUT
-#   scripts/h200_session.sh B variants  # the builds start makes besides stock
-#
-# Device time: stock builds in about 290 s, each variant in about 40-100 s more (ccache), so start and one or
-# two wait calls take about 15 minutes; check about 5, eval about 8, each profile about 2. With 30 minutes,
-# run start, wait, check, eval, then profile what time allows (the stack first).
+# What the session does: setup; one stock build, then every variant (each fusion, its sabotage, the stack)
+# BUILD_PARALLEL at a time on the carried ccache; meanwhile the standalone kernel programs and the models.
+# Then two chains, one per GPU when there are two (else one after the other):
+#   GPU 0: smoke (a short run of each variant), eval (each fusion alone and the stack vs stock, 35B preset), eval2 (second model), profiles A
+#   GPU 1: check (test-backend-ops, sabotage builds), race (bridge), profiles B
+# The single steps (check, eval, eval2, race, profile-a, profile-b, kernels, standalone) can also be run alone.
 # Never changes clocks or power settings; every step records them (results/clocks.csv).
 set -euo pipefail
 B=${1:?batch folder}; STEP=${2:?step}
 REPO=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 export FUSEKIT_HOME=${FUSEKIT_HOME:-/tmp/fusekit-gpu} MODELS=${MODELS:-/tmp/fusekit-models}
 BIG=$MODELS/qwen3.6-35b-a3b.gguf
+SECOND=$MODELS/llama-3-8b-q8_0.gguf  # written by h200_fusion5.sh models: llama shapes, every matrix Q8_0
 mkdir -p "$B/results" "$B/logs" "$B/bin"
 # shellcheck source=host_env.sh
 source "$REPO/scripts/host_env.sh"  # use_fusekit, fusekit, smi, session_eval, session_profile, session_pack
@@ -49,23 +43,90 @@ each() {  # each STEP: run STEP of every fusion script, going on after a failure
   return $failed
 }
 
+ok_variants() {  # the variants among "$@" whose build did not fail (results/builds.json) nor their smoke run
+  python3 - "$B/results/builds.json" "$B/results/smoke.txt" "$@" <<'PY'
+import json, sys
+try:
+    failed = {r["variant"] for r in json.load(open(sys.argv[1])) if "error" in r}
+except (OSError, ValueError):
+    failed = set()
+try:
+    failed |= {line.split()[0] for line in open(sys.argv[2]) if " fail " in line}
+except OSError:
+    pass
+print(" ".join(v for v in sys.argv[3:] if v not in failed))
+PY
+}
+
+on_gpu() {  # on_gpu N STEP: run STEP on GPU N with half of the cores (one chain of the session)
+  local gpu=$1 step=$2 cores half pin=()
+  cores=$(nproc); half=$((cores / 2))
+  if command -v taskset >/dev/null && ((NGPU > 1)); then
+    pin=(taskset -c "$((gpu * half))-$((gpu * half + half - 1))")
+  fi
+  echo "== $(date -u +%H:%M:%S) $step on GPU $gpu"
+  CUDA_VISIBLE_DEVICES=$gpu "${pin[@]}" bash "$0" "$B" "$step" >"$B/logs/step-$step.log" 2>&1 \
+    || echo "== $step failed ($?)"
+  echo "== $(date -u +%H:%M:%S) $step done"
+}
+
 case "$STEP" in
-  start)
+  run)  # start the whole session detached; poll and pack follow
+    if [[ -f "$B/logs/session.pid" ]] && kill -0 "$(cat "$B/logs/session.pid")" 2>/dev/null; then
+      echo "a session is running already (pid $(cat "$B/logs/session.pid"))"; exit 0
+    fi
+    rm -f "$B/logs/session.done"
+    setsid nohup bash "$0" "$B" session >"$B/logs/session.log" 2>&1 </dev/null &
+    echo $! >"$B/logs/session.pid"
+    echo "session started (pid $!), log $B/logs/session.log"
+    ;;
+  session)  # what run starts
+    export FUSEKIT_LOCK_WAIT=${FUSEKIT_LOCK_WAIT:-900}  # the two chains share one workspace
+    trap 'echo $? >"$B/logs/session.done"' EXIT
+    echo "== $(date -u +%H:%M:%S) setup"
     smi start
-    "$REPO/scripts/gpu_batch.sh" "$B" setup
-    each standalone || true
-    bash "$0" "$B" kernels || true
+    "$REPO/scripts/gpu_batch.sh" "$B" setup >"$B/logs/step-setup.log" 2>&1
+    NGPU=$(nvidia-smi -L 2>/dev/null | grep -c '^GPU' || true); ((NGPU > 0)) || NGPU=1
+    SIDE_GPU=$((NGPU > 1 ? 1 : 0))
+    echo "== GPUs: $NGPU"
+    { CUDA_VISIBLE_DEVICES=$SIDE_GPU bash "$0" "$B" standalone >"$B/logs/step-standalone.log" 2>&1
+      CUDA_VISIBLE_DEVICES=$SIDE_GPU bash "$0" "$B" kernels >"$B/logs/step-kernels.log" 2>&1; } &
+    standalone_pid=$!
+    bash "$0" "$B" models >"$B/logs/step-models.log" 2>&1 &
+    models_pid=$!
     mapfile -t VARIANTS < <(all_variants)
-    echo "== detached builds: stock ${VARIANTS[*]}"
-    POLL_SECONDS=0 "$REPO/scripts/gpu_batch.sh" "$B" build "${VARIANTS[@]}" || [ $? = 3 ]
+    echo "== $(date -u +%H:%M:%S) builds: stock ${VARIANTS[*]}"
+    BUILD_PARALLEL=${BUILD_PARALLEL:-5} "$REPO/scripts/gpu_batch.sh" "$B" build-foreground "${VARIANTS[@]}" \
+      >"$B/logs/build.log" 2>&1 || echo "== some builds failed: $(grep -c '"error"' "$B/results/builds.json" || true)"
+    echo "== $(date -u +%H:%M:%S) builds done"
+    wait "$models_pid" || echo "== models failed"
+    wait "$standalone_pid" || true
+    export NGPU
+    if ((NGPU > 1)); then
+      { on_gpu 0 smoke; on_gpu 0 eval; on_gpu 0 eval2; on_gpu 0 profile-a; } &
+      { on_gpu 1 check; on_gpu 1 race; on_gpu 1 profile-b; } &
+      wait
+    else
+      for step in smoke check eval race profile-a eval2 profile-b; do on_gpu 0 "$step"; done
+    fi
+    echo "== $(date -u +%H:%M:%S) session done"
+    ;;
+  poll)  # poll [SECONDS]: wait until the session is done or SECONDS passed; show where it stands
+    limit=${3:-540} waited=0
+    while [[ ! -f "$B/logs/session.done" ]] && ((waited < limit)); do sleep 10; waited=$((waited + 10)); done
+    cat "$B/logs/session.log" 2>/dev/null || true
+    echo "-- checks"; cat "$B/results/checks.txt" 2>/dev/null || true
+    if [[ -f "$B/logs/session.done" ]]; then echo "SESSION DONE (exit $(cat "$B/logs/session.done"))"
+    else echo "session still running after ${waited}s of polling"; tail -n 3 "$B"/logs/step-*.log 2>/dev/null | tail -n 30; fi
+    ;;
+  standalone)
+    each standalone || true
+    ;;
+  models)
     for script in "${SCRIPTS[@]}"; do
       if grep -q '^  models)' "$script"; then bash "$script" "$B" models; fi
     done
     [ -f "$BIG" ] || "$REPO/scripts/gpu_batch.sh" "$B" synth 2>&1 | tail -n 3
-    POLL_SECONDS=${POLL_SECONDS:-300} "$REPO/scripts/gpu_batch.sh" "$B" wait
-    ;;
-  wait)
-    POLL_SECONDS=${POLL_SECONDS:-540} "$REPO/scripts/gpu_batch.sh" "$B" wait
     ;;
   check)
     each check || true
@@ -77,15 +138,37 @@ case "$STEP" in
     for op in "${OPS[@]}"; do
       tbo "stack-$op" pass "$ST" -o "$op"
     done
-    each race || true
+    tbo stack-disabled-MUL_MAT pass "$ST" GGML_CUDA_DISABLE_FUSION=1 -o MUL_MAT -p 'type_a=q8_0'
     "$(bin_of stock)/test-backend-ops" perf -b CUDA0 -o GATED_DELTA_NET >"$B/results/tbo-perf-gdn-stock.txt" 2>&1 || true
     cat "$B/results/checks.txt" 2>/dev/null || true
     ;;
-  eval)
-    session_eval "${FUSIONS[*]} $STACK" "$BIG" all-35b --ppl --kl
+  race)
+    each race || true
     ;;
-  profile)
-    for variant in "${FUSIONS[@]}" "$STACK"; do session_profile "$variant" "$BIG"; done
+  smoke)  # a short prompt and decode of each variant on the 35B preset: a crash keeps it out of the evals
+    use_fusekit
+    : >"$B/results/smoke.txt"
+    for variant in stock $(ok_variants "${FUSIONS[@]}" "$STACK"); do
+      rc=0
+      timeout 180 "$(bin_of "$variant")/llama-bench" -m "$BIG" -p 64 -n 16 -r 1 -ngl 99 -fa 1 -o csv \
+        >"$B/logs/smoke-$variant.log" 2>&1 || rc=$?
+      verdict=ok; ((rc == 0)) || verdict=fail
+      echo "$variant $verdict rc=$rc $(tail -n 2 "$B/logs/smoke-$variant.log" | tr '\n' ' ' | cut -c1-200)" \
+        | tee -a "$B/results/smoke.txt"
+    done
+    ;;
+  eval)
+    # shellcheck disable=SC2046
+    session_eval "$(ok_variants "${FUSIONS[@]}" "$STACK")" "$BIG" all-35b --ppl --kl
+    ;;
+  eval2)  # the second model (llama shapes, all Q8_0): the fusions that fire there, and the stack
+    PROMPTS=512 session_eval "$(ok_variants fusion-1 fusion-5 "$STACK")" "$SECOND" all-llama8b --ppl --kl
+    ;;
+  profile-a)
+    for variant in $(ok_variants "$STACK" fusion-5); do session_profile "$variant" "$BIG"; done
+    ;;
+  profile-b)
+    for variant in $(ok_variants fusion-1 fusion-3 fusion-2); do session_profile "$variant" "$BIG"; done
     ;;
   pack)
     session_pack "${3:?output folder}"
@@ -103,5 +186,6 @@ case "$STEP" in
   variants)  # what start builds besides stock
     all_variants
     ;;
-  *) echo "unknown step $STEP (start wait check eval profile pack variants)" >&2; exit 2 ;;
+  *) echo "unknown step $STEP (run poll pack smoke check eval eval2 race profile-a profile-b standalone kernels models variants)" >&2
+     exit 2 ;;
 esac

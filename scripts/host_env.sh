@@ -55,10 +55,9 @@ session_eval() {  # session_eval "VARIANT..." MODEL NAME [fusekit eval flags...]
   local variants=$1 model=$2 name=$3; shift 3
   use_fusekit
   smi "eval $name"
-  fusekit reset >/dev/null
   # shellcheck disable=SC2086
   local backend=(--backend "${BACKEND:-cuda}"); [[ "${BACKEND:-cuda}" == cuda ]] && backend+=(--cuda-arch 90)
-  fusekit eval $variants --against stock --model "$model" "${backend[@]}" -p 512 -n 128 \
+  fusekit eval $variants --against stock --model "$model" "${backend[@]}" -p "${PROMPTS:-512,4096}" -n 128 \
     --rounds "${ROUNDS:-3}" -r "${REPS:-5}" --chunks 4 --prompts 4 --tokens 64 "$@" \
     --json "$B/results/eval-$name.json" 2>&1 | tee "$B/logs/eval-$name.log" | tail -n 45
   smi "eval $name"
@@ -68,20 +67,18 @@ session_profile() {  # session_profile VARIANT MODEL: fusekit profile records st
   local variant=$1 model=$2
   use_fusekit
   smi "profile $variant"
-  fusekit reset >/dev/null
-  fusekit apply "$variant" >/dev/null
-  mkdir -p "$B/traces"
-  fusekit profile --model "$model" --decode 16 --out "$B/traces" \
+  mkdir -p "$B/traces/$variant"
+  fusekit profile --variant "$variant" --model "$model" --decode 16 --out "$B/traces/$variant" \
     --json "$B/results/profile-$variant-vs-stock.json" --csv "$B/results/profile-$variant-vs-stock.csv" 2>&1 \
-    | tail -n 40
-  fusekit reset >/dev/null
+    | tee "$B/logs/profile-$variant.log" | tail -n 40
   smi "profile $variant"
 }
 
 session_pack() {  # session_pack OUTDIR: the batch folder's results and logs, without traces, models or binaries
-  local outdir=${1:?output folder}
+  local outdir=${1:?output folder} rc=0
   tar -czf "$outdir/batch-$(date -u +%H%M%S).tgz" -C "$B" --exclude='traces' --exclude='*.sqlite' \
-    --exclude='*.nsys-rep' --exclude='*.qdstrm' --exclude='bin' .
+    --exclude='*.nsys-rep' --exclude='*.qdstrm' --exclude='bin' . || rc=$?
+  ((rc <= 1)) || echo "pack: tar exit $rc"  # 1: a file changed while it was read (a step still running)
   ls -l "$outdir"
 }
 
