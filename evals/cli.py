@@ -77,6 +77,14 @@ def default_result_path(ws: Workspace) -> Path:
     "--ctx", "ctx_size", type=click.IntRange(8), default=512, show_default=True, help="Perplexity context (-c)."
 )
 @click.option("--chunks", type=click.IntRange(1), default=4, show_default=True, help="Perplexity chunks.")
+@click.option(
+    "--ppl-ubatch",
+    type=click.IntRange(1),
+    default=None,
+    metavar="N",
+    help="Micro-batch of the perplexity and KL runs (-ub; default: the whole batch). 1 sends every token through "
+    "the one-token (decode) kernels, where decode-only fusions act; a prompt-sized batch never reaches them.",
+)
 @click.option("--tokens", type=click.IntRange(1), default=128, show_default=True, help="Tokens per greedy text.")
 @click.option(
     "--prompts",
@@ -119,7 +127,9 @@ def evaluate(ws: Workspace, specs: list[str], opts: dict) -> tuple[dict, Path]:
         rounds=opts["rounds"],
         backend=opts["backend"],
         bench=BenchSettings(opts["n_prompt"], opts["n_gen"], opts["n_depth"], opts["repetitions"], threads, gpu_layers),
-        perplexity=PplSettings(opts["ctx_size"], opts["chunks"], min(opts["ctx_size"], 2048), threads, gpu_layers),
+        perplexity=PplSettings(
+            opts["ctx_size"], opts["chunks"], min(opts["ctx_size"], 2048), threads, gpu_layers, opts["ppl_ubatch"] or 0
+        ),
         textgen=TextSettings(opts["tokens"], opts["prompts"], max(512, opts["tokens"] + 64), threads, gpu_layers),
     )
     model = resolve_model(opts["model"], ws.cache, note)

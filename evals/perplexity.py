@@ -34,9 +34,11 @@ class PplSettings:
     batch: int = 512
     threads: int = 1
     gpu_layers: int = 0
+    ubatch: int = 0  # 0: llama's default (the whole batch); 1: every token through the one-token kernels
 
     def args(self) -> list[str]:
         args = ["-c", str(self.ctx), "--chunks", str(self.chunks), "-b", str(self.batch), "-t", str(self.threads)]
+        args += ["-ub", str(self.ubatch)] if self.ubatch else []
         return args + (["-ngl", str(self.gpu_layers)] if self.gpu_layers else [])
 
     def key(self) -> dict[str, Any]:

@@ -137,6 +137,9 @@ def test_kl_base_mismatch_is_refused(selfcheck: tuple[dict[str, Any], Path], tmp
     done = CliRunner().invoke(main, [*args, *SMALL_ARGS, "--corpus", str(other)])
     assert done.exit_code == 1
     assert "does not match this eval: corpus" in done.output
+    decode_path = CliRunner().invoke(main, [*args, *SMALL_ARGS, "--ppl-ubatch", "1"])  # one-token kernels: not the base
+    assert decode_path.exit_code == 1
+    assert "does not match this eval: settings" in decode_path.output
     identity = dict(klbase.check_base(base, result["payload"]["quality"]["kl_base"]["identity"], 256)["identity"])
     identity["settings"] = {**identity["settings"], "chunks": 99}
     with pytest.raises(Exception, match="settings"):

@@ -56,6 +56,12 @@ CASES = [
     ("void k_set_rows<float, __half, long>(const float *, const long *, __half *, long)", COPY),
     ("void concat_cont<float>(const float *, const float *, float *, long)", COPY),
     ("void convert_unary<__half, float>(const void *, float *, long)", COPY),
+    # fusekit's own kernels, as the H200 traces name them (results/h200-2026-11-30-fusions/logs/profile-*.log)
+    ("void fusekit_moe::router_kernel<<unnamed>::GgmlHooks, (int)8>(fusekit_moe::RouterParams)", MOE),
+    ("void fusekit_moe::tail_kernel<<unnamed>::GgmlHooks>(fusekit_moe::TailParams)", MOE),
+    ("void fusekit_gdn::prologue_kernel<(int)4>(fusekit_gdn::PrologueArgs)", SSM),
+    ("void fusekit_gdn::gated_norm_kernel<(int)4>(fusekit_gdn::GatedNormArgs)", SSM),
+    ("void fusekit_q8::q8_gemv_kernel<(int)1, (int)4, (bool)0, <unnamed>::Hooks>(fusekit_q8::Problem)", MATMUL),
     ("void argmax_f32(const float *, int *, long)", OTHER),
     ("", OTHER),
 ]

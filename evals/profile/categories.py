@@ -28,6 +28,10 @@ CATEGORIES = (MATMUL, QUANTIZE, NORM, ELEMENTWISE, ATTENTION, SSM, MOE, COPY, OT
 RULES: tuple[tuple[str, str], ...] = (
     # activation quantize first: quantize_mmq_q8_1 would otherwise look like an mmq kernel
     (QUANTIZE, r"\bquantize_(q8_1|mmq_\w+)\b"),
+    # fusekit's own kernels (kernels/fusekit-*.cuh) by namespace; fusekit_q8::q8_gemv_kernel is a GEMV below
+    (MOE, r"\bfusekit_moe::"),
+    (SSM, r"\bfusekit_gdn::"),
+    (NORM, r"\bfusekit_nq::"),
     # MoE routing before matrix products: mm_ids_helper / topk_moe are not GEMMs
     (MOE, r"\b(topk_moe\w*|mm_ids_helper|moe_weighted_reduction\w*|k_argsort\w*|argsort\w*|top_k_radix\w*)\b"),
     (MATMUL, r"\bmul_mat_(vec_q|vec_f|q|f)(_\w+)?\b"),  # mmvq (+_moe), mmvf, mmq (+stream_k_fixup), mmf (+_ids)
