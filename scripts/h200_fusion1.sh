@@ -61,7 +61,7 @@ case "$STEP" in
     echo "fusion-1 has no single-kernel race: its effect is launches per token (eval, profile)"
     ;;
   eval)
-    session_eval fusion-1 "$BIG" fusion-1-35b --ppl --kl
+    session_eval fusion-1 "$BIG" fusion-1-35b --ppl --kl --ppl-ubatch 1
     ;;
   profile)
     session_profile fusion-1 "$BIG"

@@ -69,7 +69,7 @@ case "$STEP" in
     echo "fusion-2 has no single-kernel race: its effect is launches per token (eval, profile)"
     ;;
   eval)
-    session_eval fusion-2 "$BIG" fusion-2-35b --ppl --kl
+    session_eval fusion-2 "$BIG" fusion-2-35b --ppl --kl --ppl-ubatch 1
     ;;
   profile)
     session_profile fusion-2 "$BIG"

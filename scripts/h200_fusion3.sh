@@ -51,7 +51,7 @@ case "$STEP" in
     echo "fusion-3 has no single-kernel race here: moe_router_check times the kernels (standalone step)"
     ;;
   eval)
-    session_eval fusion-3 "$BIG" fusion-3-35b --ppl --kl
+    session_eval fusion-3 "$BIG" fusion-3-35b --ppl --kl --ppl-ubatch 1
     ;;
   profile)
     session_profile fusion-3 "$BIG"

@@ -78,7 +78,7 @@ case "$STEP" in
     smi race
     ;;
   eval)
-    session_eval fusion-5 "$BIG" fusion-5-35b --ppl --kl
+    session_eval fusion-5 "$BIG" fusion-5-35b --ppl --kl --ppl-ubatch 1
     ;;
   eval2)  # the second model: Llama-3-8B shapes, all Q8_0
     session_eval fusion-5 "$LLAMA" fusion-5-llama8b-q8_0 --kl

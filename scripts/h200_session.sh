@@ -159,10 +159,10 @@ case "$STEP" in
     ;;
   eval)
     # shellcheck disable=SC2046
-    session_eval "$(ok_variants "${FUSIONS[@]}" "$STACK")" "$BIG" all-35b --ppl --kl
+    session_eval "$(ok_variants "${FUSIONS[@]}" "$STACK")" "$BIG" all-35b --ppl --kl --ppl-ubatch 1  # the one-token kernels the fusions change
     ;;
   eval2)  # the second model (llama shapes, all Q8_0): the fusions that fire there, and the stack
-    PROMPTS=512 session_eval "$(ok_variants fusion-1 fusion-5 "$STACK")" "$SECOND" all-llama8b --ppl --kl
+    PROMPTS=512 session_eval "$(ok_variants fusion-1 fusion-5 "$STACK")" "$SECOND" all-llama8b --ppl --kl --ppl-ubatch 1
     ;;
   profile-a)
     for variant in $(ok_variants "$STACK" fusion-5); do session_profile "$variant" "$BIG"; done
