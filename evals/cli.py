@@ -128,7 +128,12 @@ def evaluate(ws: Workspace, specs: list[str], opts: dict) -> tuple[dict, Path]:
         backend=opts["backend"],
         bench=BenchSettings(opts["n_prompt"], opts["n_gen"], opts["n_depth"], opts["repetitions"], threads, gpu_layers),
         perplexity=PplSettings(
-            opts["ctx_size"], opts["chunks"], min(opts["ctx_size"], 2048), threads, gpu_layers, opts["ppl_ubatch"] or 0
+            opts["ctx_size"],
+            opts["chunks"],
+            min(opts["ctx_size"], 2048),
+            threads,
+            gpu_layers,
+            ubatch=opts.get("ppl_ubatch") or 0,
         ),
         textgen=TextSettings(opts["tokens"], opts["prompts"], max(512, opts["tokens"] + 64), threads, gpu_layers),
     )

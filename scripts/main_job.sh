@@ -22,3 +22,10 @@ fusekit status
 fusekit build --backend "$backend"
 # The comparison: tok/s, perplexity, KL divergence and text identity of the variant against stock.
 fusekit eval --ppl --kl --backend "$backend"
+
+# Where the fusions matter: the committed H200 result of the whole stack against stock on the 35B-A3B-shaped
+# model (decode and prompt speed, 6 interleaved rounds), rendered from its JSON; nothing is re-measured here.
+H200_STACK=results/h200-2026-11-30-fusions/eval-stack-35b-6rounds.json
+echo
+echo "== committed H200 result ($H200_STACK; full session report: results/h200-2026-11-30-fusions/REPORT.md)"
+fusekit report "$H200_STACK"
