@@ -128,10 +128,24 @@ struct PlainHooks {
     }
 };
 
+// The q8_1 activation block of `tile` that `lane` multiplies: its scale and its 32 quants as 8 words.
+__device__ __forceinline__ void load_y_block(const uint8_t * yrow, int tile, int lane, int * yq, float & dy) {
+    const uint8_t * yb = yrow + (int64_t) (tile * kTileBlocks + lane) * kYBlockBytes;
+    dy = __low2float(__ldg(reinterpret_cast<const half2 *>(yb)));
+#pragma unroll
+    for (int i = 0; i < 8; ++i) {
+        yq[i] = __ldg(reinterpret_cast<const int *>(yb + 4) + i);
+    }
+}
+
 // Grid: (ceil(nrows / (kWarpsPerCta / SPLIT)), nchannels_dst, nsamples_dst); block: (32, kWarpsPerCta).
 // SPLIT warps share a row, taking every SPLIT-th tile; UNROLL tiles are in flight per warp.
-template <int SPLIT, int UNROLL, bool GATE, class Hooks>
-__global__ void __launch_bounds__(kWarp * kWarpsPerCta)
+// Y_LATE and MIN_CTAS are experiments of the standalone program (kernels/NOTES-q8-gemv.md): Y_LATE loads a
+// tile's activations only when that tile is summed (fewer registers than holding UNROLL tiles of them), and
+// MIN_CTAS asks the compiler for registers that fit that many CTAs per SM (0: no request; a request of 1 is
+// not the same and took 136 registers instead of 128, one CTA per SM instead of two). ggml uses the defaults.
+template <int SPLIT, int UNROLL, bool GATE, class Hooks, bool Y_LATE = false, int MIN_CTAS = 0>
+__global__ void __launch_bounds__(kWarp * kWarpsPerCta, MIN_CTAS)
 q8_gemv_kernel(const Problem p) {
     constexpr int rows_per_cta = kWarpsPerCta / SPLIT;
     __shared__ __align__(16) uint8_t stage[kWarpsPerCta][GATE ? 2 : 1][kTileSmemBytes];
@@ -165,10 +179,11 @@ q8_gemv_kernel(const Problem p) {
         const int ntiles = tile_count(p.nblocks);
 
         for (int tile0 = slice; tile0 < ntiles; tile0 += SPLIT * UNROLL) {
+            constexpr int YN = Y_LATE ? 1 : UNROLL;  // activation blocks held at once
             uint4 xv[UNROLL][kVecsPerLane];
             uint4 gv[UNROLL][kVecsPerLane];
-            int   yq[UNROLL][8];
-            float dy[UNROLL];
+            int   yq[YN][8];
+            float dy[YN];
             // 1. the weight tiles, 16 bytes per load, UNROLL tiles ahead
 #pragma unroll
             for (int u = 0; u < UNROLL; ++u) {
@@ -189,15 +204,17 @@ q8_gemv_kernel(const Problem p) {
             if (tile0 == slice) {
                 Hooks::wait_for_inputs();
             }
+            if constexpr (!Y_LATE) {
 #pragma unroll
-            for (int u = 0; u < UNROLL; ++u) {
-                const int tile = tile0 + u * SPLIT;
-                if (lane < blocks_in_tile(p.nblocks, tile)) {
-                    const uint8_t * yb = yrow + (int64_t) (tile * kTileBlocks + lane) * kYBlockBytes;
-                    dy[u] = __low2float(__ldg(reinterpret_cast<const half2 *>(yb)));
+                for (int u = 0; u < UNROLL; ++u) {
+                    const int tile = tile0 + u * SPLIT;
+                    if (lane < blocks_in_tile(p.nblocks, tile)) {
+                        const uint8_t * yb = yrow + (int64_t) (tile * kTileBlocks + lane) * kYBlockBytes;
+                        dy[u] = __low2float(__ldg(reinterpret_cast<const half2 *>(yb)));
 #pragma unroll
-                    for (int i = 0; i < 8; ++i) {
-                        yq[u][i] = __ldg(reinterpret_cast<const int *>(yb + 4) + i);
+                        for (int i = 0; i < 8; ++i) {
+                            yq[u][i] = __ldg(reinterpret_cast<const int *>(yb + 4) + i);
+                        }
                     }
                 }
             }
@@ -222,10 +239,16 @@ q8_gemv_kernel(const Problem p) {
                 }
                 __syncwarp();
                 const int nused = blocks_used(nblk, p.sabotage);
+                const int yu    = Y_LATE ? 0 : u;
+                if constexpr (Y_LATE) {
+                    if (lane < nblk) {
+                        load_y_block(yrow, tile, lane, yq[0], dy[0]);
+                    }
+                }
                 if (lane < nused) {
-                    acc += block_dot(stage[warp][0], lane, yq[u], dy[u]);
+                    acc += block_dot(stage[warp][0], lane, yq[yu], dy[yu]);
                     if constexpr (GATE) {
-                        acc_gate += block_dot(stage[warp][1], lane, yq[u], dy[u]);
+                        acc_gate += block_dot(stage[warp][1], lane, yq[yu], dy[yu]);
                     }
                 }
                 __syncwarp();
@@ -294,13 +317,13 @@ inline int choose_split(int nrows, int nchannels, int nsamples, int nblocks, int
 
 using KernelFn = void (*)(Problem);
 
-template <int UNROLL, bool GATE, class Hooks>
+template <int UNROLL, bool GATE, class Hooks, bool Y_LATE = false, int MIN_CTAS = 0>
 inline KernelFn kernel_with_split(int split) {
     switch (split) {
-        case 1:  return q8_gemv_kernel<1, UNROLL, GATE, Hooks>;
-        case 2:  return q8_gemv_kernel<2, UNROLL, GATE, Hooks>;
-        case 4:  return q8_gemv_kernel<4, UNROLL, GATE, Hooks>;
-        default: return q8_gemv_kernel<8, UNROLL, GATE, Hooks>;
+        case 1:  return q8_gemv_kernel<1, UNROLL, GATE, Hooks, Y_LATE, MIN_CTAS>;
+        case 2:  return q8_gemv_kernel<2, UNROLL, GATE, Hooks, Y_LATE, MIN_CTAS>;
+        case 4:  return q8_gemv_kernel<4, UNROLL, GATE, Hooks, Y_LATE, MIN_CTAS>;
+        default: return q8_gemv_kernel<8, UNROLL, GATE, Hooks, Y_LATE, MIN_CTAS>;
     }
 }
 
@@ -312,24 +335,25 @@ struct Launch {
     dim3     block;
 };
 
-template <class Hooks = PlainHooks, int UNROLL = 4>
+template <class Hooks = PlainHooks, int UNROLL = 4, bool Y_LATE = false, int MIN_CTAS = 0>
 inline Launch plan(const Problem & p, int nchannels_dst, int nsamples_dst, int sm_count, int split = 0) {
     if (split <= 0) {
         split = choose_split(p.nrows, nchannels_dst, nsamples_dst, p.nblocks, sm_count);
     }
     const int rows_per_cta = kWarpsPerCta / split;
     Launch l;
-    l.kernel = p.gate ? kernel_with_split<UNROLL, true, Hooks>(split) : kernel_with_split<UNROLL, false, Hooks>(split);
+    l.kernel = p.gate ? kernel_with_split<UNROLL, true, Hooks, Y_LATE, MIN_CTAS>(split)
+                      : kernel_with_split<UNROLL, false, Hooks, Y_LATE, MIN_CTAS>(split);
     l.grid   = dim3((p.nrows + rows_per_cta - 1) / rows_per_cta, nchannels_dst, nsamples_dst);
     l.block  = dim3(kWarp, kWarpsPerCta);
     return l;
 }
 
 // A plain launch (standalone program).
-template <class Hooks = PlainHooks, int UNROLL = 4>
+template <class Hooks = PlainHooks, int UNROLL = 4, bool Y_LATE = false, int MIN_CTAS = 0>
 inline cudaError_t launch(const Problem & p, int nchannels_dst, int nsamples_dst, int sm_count, cudaStream_t stream,
                           int split = 0) {
-    const Launch l = plan<Hooks, UNROLL>(p, nchannels_dst, nsamples_dst, sm_count, split);
+    const Launch l = plan<Hooks, UNROLL, Y_LATE, MIN_CTAS>(p, nchannels_dst, nsamples_dst, sm_count, split);
     l.kernel<<<l.grid, l.block, 0, stream>>>(p);
     return cudaGetLastError();
 }

@@ -9,7 +9,8 @@
 // kernel with its sabotage switch (drops one block per tile) and exits 0 only if every check FAILS.
 // Timing: CUDA events around 50 back-to-back launches, median of 15 such batches, rotating over
 // enough weight copies to exceed L2; beside it a plain 16-byte streaming read of the same bytes
-// (the floor), and the kernel at several unroll depths.
+// (the floor), and the kernel at several unroll depths. Experiments (not used by ggml yet), each checked
+// like the kernel itself and timed: activations loaded late (Y_LATE) and register caps for 2-3 CTAs per SM.
 #include "fusekit-q8-gemv.cuh"
 #include "standalone.cuh"
 
@@ -140,6 +141,25 @@ __global__ void stream_read(const uint4 * src, size_t n, uint4 * sink) {
 }
 
 
+// The experimental launch shapes: Y_LATE, UNROLL, MIN_CTAS (fusekit-q8-gemv.cuh).
+struct Experiment {
+    const char * name;
+    cudaError_t (*run)(const fusekit_q8::Problem &, int, int);
+};
+
+template <bool Y_LATE, int U, int MIN_CTAS>
+cudaError_t run_experiment(const fusekit_q8::Problem & p, int nact, int sm_count) {
+    return fusekit_q8::launch<fusekit_q8::PlainHooks, U, Y_LATE, MIN_CTAS>(p, nact, 1, sm_count, nullptr);
+}
+
+const Experiment kExperiments[] = {
+    {"late_u4_m2", run_experiment<true, 4, 2>},
+    {"late_u4_m3", run_experiment<true, 4, 3>},
+    {"late_u8_m2", run_experiment<true, 8, 2>},
+    {"early_u4_m2", run_experiment<false, 4, 2>},
+    {"late_u2_m4", run_experiment<true, 2, 4>},
+};
+
 }  // namespace
 
 int main(int argc, char ** argv) {
@@ -197,6 +217,39 @@ int main(int argc, char ** argv) {
         ++checks;
         failures += ok ? 0 : 1;
 
+        // The experiments: each checked the same way (sabotage included), then timed.
+        std::string experiments;
+        for (const Experiment & e : kExperiments) {
+            CHECK(cudaMemset(ddst, 0xff, h.ref.size() * 4));
+            CHECK(e.run(problem_for(s, dx, dy, dids, ddst, sabotage ? 1 : 0), nact, sm_count));
+            CHECK(cudaDeviceSynchronize());
+            CHECK(cudaMemcpy(out.data(), ddst, out.size() * 4, cudaMemcpyDeviceToHost));
+            double enum_ = 0, eden = 0;
+            bool efinite = true;
+            for (size_t i = 0; i < out.size(); ++i) {
+                efinite = efinite && std::isfinite(out[i]);
+                enum_ += (out[i] - h.ref[i]) * (out[i] - h.ref[i]);
+                eden += h.ref[i] * h.ref[i];
+            }
+            const double erel = efinite ? std::sqrt(enum_ / eden) : INFINITY;
+            const bool eok = efinite && erel < 1e-5;
+            ++checks;
+            failures += eok ? 0 : 1;
+            double et = 0;
+            if (!sabotage) {
+                et = fusekit_standalone::median_launch_us([&](int i) {
+                    const int c = i % copies;
+                    CHECK(e.run(problem_for(s, dx + c * h.x.size(), dy, dids, ddst, 0), nact, sm_count));
+                }, 10, 50, 15);
+            }
+            std::printf("    %-14s %9.2e %8.2f us %s\n", e.name, erel, et, eok ? "ok" : "WRONG");
+            char item[256];
+            std::snprintf(item, sizeof item, "%s\"%s\": {\"rel_err\": %.3e, \"ok\": %s, \"us\": %.3f}",
+                          experiments.empty() ? "" : ", ", e.name, std::isfinite(erel) ? erel : 1e300,
+                          eok ? "true" : "false", et);
+            experiments += item;
+        }
+
         // Timing: the floor (a plain 16-byte read of the bytes one token touches), then the kernel.
         double t_floor = 0, t2 = 0, t4 = 0, t8 = 0;
         if (!sabotage) {
@@ -221,13 +274,14 @@ int main(int argc, char ** argv) {
         const double tbs = t4 > 0 ? touched / (t4 * 1e-6) / 1e12 : 0;
         std::printf("%-32s %8.1f %6d %9.2e %8.2f %8.2f %8.2f %8.2f %7.2f %6.0f%% %9s\n", s.what, touched / 1e6, split, rel,
                     t_floor, t2, t4, t8, tbs, t4 > 0 ? 100.0 * t_floor / t4 : 0.0, ok ? "ok" : "WRONG");
-        char row[768];
+        char row[1536];
         std::snprintf(row, sizeof row,
                       "%s{\"what\": \"%s\", \"rows\": %d, \"k\": %d, \"experts\": %d, \"used\": %d, \"bytes\": %zu, "
                       "\"split\": %d, \"rel_err\": %.3e, \"ok\": %s, \"floor_us\": %.3f, \"unroll2_us\": %.3f, "
-                      "\"unroll4_us\": %.3f, \"unroll8_us\": %.3f, \"weight_copies\": %d}",
+                      "\"unroll4_us\": %.3f, \"unroll8_us\": %.3f, \"weight_copies\": %d, \"experiments\": {%s}}",
                       checks > 1 ? ", " : "", s.what, s.rows, s.k, s.experts, s.used, touched, split,
-                      std::isfinite(rel) ? rel : 1e300, ok ? "true" : "false", t_floor, t2, t4, t8, copies);
+                      std::isfinite(rel) ? rel : 1e300, ok ? "true" : "false", t_floor, t2, t4, t8, copies,
+                      experiments.c_str());
         json += row;
         CHECK(cudaFree(dx));
         CHECK(cudaFree(dy));
