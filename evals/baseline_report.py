@@ -45,7 +45,8 @@ def _profile(result: dict[str, Any]) -> dict[str, Any]:
     return result["payload"]["profiles"][0]
 
 
-def _us(ns: float) -> str:
+def fmt_us(ns: float) -> str:
+    """Nanoseconds as microseconds with one decimal and thousands separators."""
     return f"{ns / 1000:,.1f}"
 
 
@@ -67,7 +68,7 @@ def _decode_section(profile: dict[str, Any]) -> list[str]:
     ]
     for cat in profile["categories"]:
         lines.append(
-            f"| {cat['category']} | {_us(cat['total_ns'] / tokens)} | {cat['share_pct']:.1f}% "
+            f"| {cat['category']} | {fmt_us(cat['total_ns'] / tokens)} | {cat['share_pct']:.1f}% "
             f"| {cat['instances'] / tokens:,.1f} |"
         )
     return lines
@@ -92,7 +93,8 @@ def _top_kernels(profile: dict[str, Any], count: int = 10, per: float | None = N
         name = short_kernel_name(kernel["name"])
         total = kernel["total_ns"] / per if per else kernel["total_ns"]
         lines.append(
-            f"| `{name}` | {kernel['category']} | {kernel['instances']:,} | {_us(total)} | {kernel['time_pct']:.1f}% |"
+            f"| `{name}` | {kernel['category']} | {kernel['instances']:,} | {fmt_us(total)} "
+            f"| {kernel['time_pct']:.1f}% |"
         )
     return lines
 
@@ -206,7 +208,7 @@ def render_baseline(folder: Path, gguf: ModuleType) -> str:
         "| category | total µs | share | launches |",
         "|---|---:|---:|---:|",
         *[
-            f"| {c['category']} | {_us(c['total_ns'])} | {c['share_pct']:.1f}% | {c['instances']:,} |"
+            f"| {c['category']} | {fmt_us(c['total_ns'])} | {c['share_pct']:.1f}% | {c['instances']:,} |"
             for c in prompt["categories"]
         ],
         "",

@@ -1,0 +1,521 @@
+"""The GPU-host fusion-session report: one Markdown page generated from a session folder's raw results.
+
+It reads, never runs: the machine and pin, the builds, the correctness checks (test-backend-ops, smoke
+runs, standalone kernel programs, the bridge's mul_mat checks), the decode profiles against stock, the
+eval results (rendered by ``evals.report``) and the single-kernel race. A missing file skips its section
+with one line; a corrupt JSON file stops the report with one clear error.
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import math
+import re
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+from fusekit.errors import FusekitError
+from ggml_bridge.report import check_counts, expected_to_fail
+
+from .baseline_report import fmt_us
+from .report import render as render_eval
+from .results import read_result
+
+BUILDS = "builds.json"
+CHECKS = "checks.txt"
+SMOKE = "smoke.txt"
+GPU = "gpu.csv"
+PIN = "pin.txt"
+CLOCKS = "clocks.csv"
+MODELS = ("model.json", "model-llama.json")
+RACE = "bench-mulmat-fusion-5.json"
+ANSI = re.compile(r"\x1b\[[0-9;]*m")
+CHECK_LINE = re.compile(
+    r"^(?P<name>\S+) expect=(?P<expect>\S+) rc=(?P<rc>-?\d+) failed_lines=(?P<failed>\d+) "
+    r"verdict=(?P<verdict>\S+)\s*::\s*(?P<rest>.*)$"
+)
+TESTS_PASSED = re.compile(r"(\d+)/(\d+) tests passed")
+TIMESTAMP = re.compile(r"^\d{4}/\d{2}/\d{2} ")
+NUMBER = re.compile(r"-?\d+(?:\.\d+)?")
+NUMERIC_CELL = re.compile(r"[-+]?[\d,.]+")
+
+
+# ---------------------------------------------------------------- reading
+
+
+def _skipped(name: str) -> list[str]:
+    """The one line a section prints when its file is not in the folder."""
+    return [f"_No `{name}` in this folder: section skipped._"]
+
+
+def _json(path: Path) -> Any:
+    """A plain JSON file; a corrupt one is a one-line FusekitError."""
+    try:
+        return json.loads(path.read_text())
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise FusekitError(f"{path} is not valid JSON: {exc}") from exc
+
+
+def _result(path: Path, kind: str) -> dict[str, Any]:
+    """A fusekit result file of ``kind`` (read_result refuses corrupt files and other schemas)."""
+    data = read_result(path)
+    if data.get("kind") != kind:
+        raise FusekitError(f"{path} is a {data.get('kind')} result, not {kind}")
+    return data
+
+
+def _table(headers: list[str], rows: list[list[Any]]) -> list[str]:
+    """A Markdown table; columns whose every cell is a number are right-aligned."""
+    columns = list(zip(*rows, strict=True)) if rows else [() for _ in headers]
+    align = ["---:" if col and all(NUMERIC_CELL.fullmatch(str(c)) for c in col) else "---" for col in columns]
+    lines = ["| " + " | ".join(headers) + " |", "|" + "|".join(align) + "|"]
+    lines += ["| " + " | ".join(str(cell).replace("|", "\\|") for cell in row) + " |" for row in rows]
+    return lines
+
+
+# ---------------------------------------------------------------- header
+
+
+def _gpu_line(folder: Path) -> str:
+    """GPUs from nvidia-smi's CSV (header plus one line per GPU), identical lines counted once."""
+    path = folder / GPU
+    if not path.is_file():
+        return f"- GPU: no `{GPU}` in this folder"
+    rows = list(csv.reader(path.read_text().splitlines(), skipinitialspace=True))
+    if len(rows) < 2:
+        return f"- GPU: `{GPU}` holds no GPU line"
+    header = [h.strip() for h in rows[0]]
+    counts = Counter(tuple(cell.strip() for cell in row) for row in rows[1:] if row)
+    parts = []
+    for row, count in counts.items():
+        fields = dict(zip(header, row, strict=False))
+        name = fields.get("name", row[0])
+        details = ", ".join(f"{key} {value}" for key, value in fields.items() if key != "name")
+        parts.append(f"{count} × {name} ({details})")
+    return "- GPU: " + "; ".join(parts)
+
+
+def _pin_line(folder: Path) -> str:
+    """The llama.cpp pin, its lines joined."""
+    path = folder / PIN
+    if not path.is_file():
+        return f"- llama.cpp pin: no `{PIN}` in this folder"
+    return "- llama.cpp pin: " + "; ".join(line.strip() for line in path.read_text().splitlines() if line.strip())
+
+
+def clock_samples(text: str) -> tuple[list[list[float]], list[str]]:
+    """nvidia-smi lines (timestamp, SM MHz, memory MHz, °C, W) and the label lines between them.
+
+    Lines that are neither (errors, ``[N/A]`` values, blank lines) are ignored.
+    """
+    samples: list[list[float]] = []
+    labels: list[str] = []
+    for line in text.splitlines():
+        line = line.strip()
+        if not line:
+            continue
+        fields = [f.strip() for f in line.split(",")]
+        if TIMESTAMP.match(line) and len(fields) == 5:
+            values = [NUMBER.search(f) for f in fields[1:]]
+            if all(values):
+                samples.append([float(v.group()) for v in values if v])
+        elif "," not in line:
+            labels.append(line)
+    return samples, labels
+
+
+def _clocks_line(folder: Path) -> str:
+    """The range of clocks, temperature and power seen over the session."""
+    path = folder / CLOCKS
+    if not path.is_file():
+        return f"- clocks: no `{CLOCKS}` in this folder"
+    samples, labels = clock_samples(path.read_text())
+    if not samples:
+        return f"- clocks: `{CLOCKS}` holds no readable nvidia-smi line"
+    columns = list(zip(*samples, strict=True))
+
+    def span(index: int, spec: str) -> str:
+        return f"{min(columns[index]):{spec}}–{max(columns[index]):{spec}}"
+
+    return (
+        f"- clocks seen ({len(samples)} nvidia-smi lines, all GPUs, at {len(labels)} labelled steps): "
+        f"SM {span(0, '.0f')} MHz, memory {span(1, '.0f')} MHz, temperature {span(2, '.0f')} °C, "
+        f"power {span(3, '.1f')} W"
+    )
+
+
+def _model_line(name: str, model: dict[str, Any]) -> str:
+    """One synthetic model: preset, architecture, types, size."""
+    shapes = model.get("shapes", {})
+    types = f"{model.get('dense_type', '?')} dense"
+    if shapes.get("n_expert"):
+        experts = f"{shapes['n_expert_used']} of {shapes['n_expert']}"
+        types = f"{model.get('experts_type', '?')} experts ({experts}), {types}"
+    size = f"{model['bytes'] / 1e9:.2f} GB" if "bytes" in model else "size unknown"
+    what = shapes.get("description", shapes.get("arch", "?"))
+    return (
+        f"- model (`{name}`): synthetic {model.get('preset', '?')}: {what}; "
+        f"{shapes.get('n_layer', '?')} layers, {types}, {size}, seed {model.get('seed', '?')}"
+    )
+
+
+def _model_lines(folder: Path) -> list[str]:
+    """Every model record present."""
+    lines = [_model_line(name, _json(folder / name)) for name in MODELS if (folder / name).is_file()]
+    return lines or [f"- models: none of {', '.join(MODELS)} in this folder"]
+
+
+def _header(folder: Path) -> list[str]:
+    """Title, provenance and the machine."""
+    return [
+        f"# Fusion session: {folder.name}",
+        "",
+        f"Generated by `fusekit report --session {folder}` from the files in that folder; no number here is "
+        "typed by hand.",
+        "",
+        _gpu_line(folder),
+        _pin_line(folder),
+        _clocks_line(folder),
+        *_model_lines(folder),
+    ]
+
+
+# ---------------------------------------------------------------- builds
+
+
+def _builds(folder: Path) -> list[str]:
+    """One row per build: variant, seconds, ok or its error."""
+    out = ["## Builds", ""]
+    path = folder / BUILDS
+    if not path.is_file():
+        return [*out, *_skipped(BUILDS)]
+    records = _json(path)
+    if not isinstance(records, list):
+        raise FusekitError(f"{path} is not a list of build records")
+    rows = [
+        [
+            f"`{r.get('variant', '?')}`",
+            f"{r['seconds']:.1f}" if "seconds" in r else "-",
+            f"error: {r['error']}" if "error" in r else "ok",
+        ]
+        for r in records
+    ]
+    failed = sum(1 for r in records if "error" in r)
+    return [*out, f"{len(records)} builds, {failed} failed.", "", *_table(["variant", "seconds", "result"], rows)]
+
+
+# ---------------------------------------------------------------- correctness
+
+
+def parse_checks(text: str) -> tuple[list[dict[str, str]], list[str]]:
+    """checks.txt: one dict per check line (ANSI colours stripped), and the other lines as notes."""
+    checks: list[dict[str, str]] = []
+    notes: list[str] = []
+    for raw in text.splitlines():
+        line = ANSI.sub("", raw).strip()
+        if not line:
+            continue
+        match = CHECK_LINE.match(line)
+        if not match:
+            notes.append(line)
+            continue
+        rest = match["rest"]
+        tests = TESTS_PASSED.search(rest)
+        outcome = rest.rsplit(":", 1)[-1].strip() if ":" in rest else rest
+        checks.append({**match.groupdict(), "tests": tests.group(0) if tests else rest, "outcome": outcome})
+    return checks, notes
+
+
+def _checks(folder: Path) -> list[str]:
+    """test-backend-ops checks, UNEXPECTED counted first."""
+    out = [f"### test-backend-ops checks (`{CHECKS}`)", ""]
+    path = folder / CHECKS
+    if not path.is_file():
+        return [*out, *_skipped(CHECKS)]
+    checks, notes = parse_checks(path.read_text())
+    unexpected = [c for c in checks if c["verdict"] != "ok"]
+    out.append(f"**{len(unexpected)} UNEXPECTED** of {len(checks)} checks" + (":" if unexpected else "."))
+    out += [f"- `{c['name']}` (expected {c['expect']}, {c['tests']})" for c in unexpected]
+    empty = [c["name"] for c in checks if c["tests"].startswith("0/0 ")]
+    if empty:
+        out += ["", "Checks that ran no test at all (counted ok): " + ", ".join(f"`{n}`" for n in empty)]
+    repeated = sorted(name for name, n in Counter(c["name"] for c in checks).items() if n > 1)
+    if repeated:
+        out += ["", "Names that appear more than once: " + ", ".join(f"`{n}`" for n in repeated)]
+    rows = [
+        [
+            f"`{c['name']}`",
+            c["expect"],
+            f"{c['outcome']} (rc {c['rc']})",
+            c["tests"],
+            "ok" if c["verdict"] == "ok" else f"**{c['verdict']}**",
+        ]
+        for c in checks
+    ]
+    out += ["", *_table(["check", "expected", "outcome", "tests", "verdict"], rows)]
+    if notes:
+        out += ["", "Other lines:", "", *(f"- {n}" for n in notes)]
+    return out
+
+
+def _smoke(folder: Path) -> list[str]:
+    """Smoke runs: variant ok/fail and exit status."""
+    out = [f"### Smoke runs (`{SMOKE}`)", ""]
+    path = folder / SMOKE
+    if not path.is_file():
+        return [*out, *_skipped(SMOKE)]
+    rows = []
+    for line in path.read_text().splitlines():
+        fields = line.split()
+        if len(fields) >= 2:
+            rc = next((f.removeprefix("rc=") for f in fields[2:3] if f.startswith("rc=")), "?")
+            rows.append([f"`{fields[0]}`", fields[1] if fields[1] == "ok" else f"**{fields[1]}**", rc])
+    return [*out, *_table(["variant", "smoke", "rc"], rows)]
+
+
+def standalone_counts(data: dict[str, Any]) -> tuple[int, int]:
+    """(passed, failed) checks of one standalone program's JSON, whichever way it counts them."""
+    if "checks" in data and "failures" in data:
+        return data["checks"] - data["failures"], data["failures"]
+    if "shapes_failing_a" in data:  # norm-quantize: check A and checks B-E per shape
+        total = 2 * len(data.get("shapes", []))
+        failed = data["shapes_failing_a"] + data.get("shapes_failing_bcde", 0)
+        return total - failed, failed
+    oks = [row["ok"] for value in data.values() if isinstance(value, list) for row in value if "ok" in row]
+    return sum(oks), len(oks) - sum(oks)
+
+
+def _standalone_row(path: Path) -> list[Any]:
+    """Program, counts, and whether a sabotage run failed every check as it must."""
+    data = _json(path)
+    if not isinstance(data, dict):
+        raise FusekitError(f"{path} is not a standalone program's JSON object")
+    passed, failed = standalone_counts(data)
+    if data.get("sabotage"):
+        verdict = "every check failed, as it must" if passed == 0 else f"**{passed} checks passed under sabotage**"
+    else:
+        verdict = "all passed" if failed == 0 else f"**{failed} failed**"
+    flags = ", ".join(f"{key} {str(data[key]).lower()}" for key in ("sabotage", "fast_math") if key in data)
+    return [f"`{path.stem}`", data.get("device", "?"), flags, passed, failed, verdict]
+
+
+def _standalone(folder: Path) -> list[str]:
+    """The standalone kernel programs (each ``*-standalone*.json``)."""
+    out = ["### Standalone kernel programs", ""]
+    paths = sorted(folder.glob("*-standalone*.json"), key=lambda p: (p.stem.replace("-sabotage", ""), len(p.stem)))
+    if not paths:
+        return [*out, "_No `*-standalone*.json` in this folder: section skipped._"]
+    rows = [_standalone_row(p) for p in paths]
+    return [*out, *_table(["program", "device", "flags", "passed", "failed", "verdict"], rows)]
+
+
+def _bridge_rows(result: dict[str, Any]) -> list[list[Any]]:
+    """Bridge checks per contender and token count: passed, failed, of which must-fail."""
+    builds = {v["label"]: v.get("build", {}).get("variant", v["label"]) for v in result["variants"]}
+    groups: dict[tuple[str, int], list[dict[str, Any]]] = {}
+    for check in result["payload"]["checks"]:
+        groups.setdefault((check["contender"], check["n"]), []).append(check)
+    rows = []
+    for (label, n), checks in sorted(groups.items()):
+        passed = sum(1 for c in checks if c["passed"])
+        must_fail = sum(1 for c in checks if expected_to_fail(c))
+        rows.append([f"`{label}` ({builds.get(label, '?')})", n, len(checks), passed, len(checks) - passed, must_fail])
+    return rows
+
+
+def _bridge_checks(folder: Path) -> list[str]:
+    """The mul_mat checks the bridge ran next to (or instead of) its race."""
+    out = ["### Bridge mul_mat checks (`bench-mulmat-*.json`)", ""]
+    paths = sorted(folder.glob("bench-mulmat-*.json"))
+    if not paths:
+        return [*out, "_No `bench-mulmat-*.json` in this folder: section skipped._"]
+    headers = ["contender (build)", "tokens", "checks", "passed", "failed", "must fail"]
+    for path in paths:
+        result = _result(path, "bench-mulmat")
+        counts = check_counts(result["payload"])
+        sabotaged = [v["label"] for v in result["variants"] if "sabotage" in v.get("build", {}).get("variant", "")]
+        out += [
+            f"`{path.name}`: {len(counts['passed'])} passed, {len(counts['failed'])} failed, "
+            f"{len(counts['unexpected'])} not as the bridge expects (it expects only shifted expert ids, and "
+            "weights it corrupts itself under --sabotage, to fail)",
+        ]
+        if sabotaged:
+            out.append(
+                f"(contender {', '.join(f'`{s}`' for s in sabotaged)} is a sabotaged build: its failures are the "
+                "point wherever the sabotaged kernel runs)"
+            )
+        out += ["", *_table(headers, _bridge_rows(result)), ""]
+    return out[:-1]
+
+
+def _correctness(folder: Path) -> list[str]:
+    """Every correctness section."""
+    return [
+        "## Correctness",
+        "",
+        *_checks(folder),
+        "",
+        *_smoke(folder),
+        "",
+        *_standalone(folder),
+        "",
+        *_bridge_checks(folder),
+    ]
+
+
+# ---------------------------------------------------------------- decode profiles
+
+
+def _profile_paths(folder: Path) -> list[Path]:
+    """Profile comparisons, single fusions first, stacks after."""
+    return sorted(folder.glob("profile-*-vs-stock.json"), key=lambda p: (p.name.count("+"), p.name))
+
+
+def _variant_name(path: Path) -> str:
+    return path.name.removeprefix("profile-").removesuffix("-vs-stock.json")
+
+
+def _summary_row(name: str, result: dict[str, Any]) -> list[str]:
+    """Kernels and kernel µs per token, stock → variant (Δ as the comparison computed it)."""
+    stock, variant = (p["per_token"] for p in result["payload"]["profiles"][:2])
+    delta = result["payload"]["comparison"].get("delta_per_token") or {}
+    k, us = "kernels_per_token", "kernel_us_per_token"
+    return [
+        f"`{name}`",
+        f"{stock[k]:,.1f} → {variant[k]:,.1f} ({delta.get(k, variant[k] - stock[k]):+,.1f})",
+        f"{stock[us]:,.1f} → {variant[us]:,.1f} ({delta.get(us, variant[us] - stock[us]):+,.1f})",
+    ]
+
+
+def _category_table(result: dict[str, Any]) -> list[str]:
+    """Per category: µs and launches per token, before/after/Δ (the comparison's own categories)."""
+    profiles = result["payload"]["profiles"]
+    ta, tb = profiles[0]["tokens"] or 1, profiles[1]["tokens"] or 1
+    rows = [
+        [
+            c["category"],
+            fmt_us(c["a_ns"] / ta),
+            fmt_us(c["b_ns"] / tb),
+            f"{(c['b_ns'] / tb - c['a_ns'] / ta) / 1000:+,.1f}",
+            f"{c['a_launches'] / ta:,.1f}",
+            f"{c['b_launches'] / tb:,.1f}",
+            f"{c['b_launches'] / tb - c['a_launches'] / ta:+,.1f}",
+        ]
+        for c in result["payload"]["comparison"]["categories"]
+    ]
+    headers = ["category", "µs/token stock", "variant", "Δ µs", "launches/token stock", "variant", "Δ launches"]
+    return _table(headers, rows)
+
+
+def _profiles(folder: Path) -> list[str]:
+    """Decode profiles against stock: one summary table, then one category table each."""
+    out = ["## Decode profiles against stock", ""]
+    paths = _profile_paths(folder)
+    if not paths:
+        return [*out, "_No `profile-*-vs-stock.json` in this folder: section skipped._"]
+    results = [(_variant_name(p), _result(p, "profile")) for p in paths]
+    first = results[0][1]["payload"]["profiles"][0]
+    out += [
+        f"Kernel launches and kernel time per decode token, stock → variant (Δ); {first['tokens']} tokens "
+        f"({first.get('tokens_source', '?')}), node-level CUDA graph tracing (slows launches; the tok/s tables "
+        "below are measured without the profiler).",
+        "",
+        *_table(["variant", "kernels per token", "kernel µs per token"], [_summary_row(n, r) for n, r in results]),
+    ]
+    for name, result in results:
+        out += ["", f"### `{name}` against stock, per category", "", *_category_table(result)]
+    return out
+
+
+# ---------------------------------------------------------------- evals
+
+
+def _evals(folder: Path) -> list[str]:
+    """Each eval result, rendered by evals.report (the same tables `fusekit report FILE` prints)."""
+    out = ["## Speed and quality", ""]
+    paths = sorted(folder.glob("eval-*.json"))
+    if not paths:
+        return [*out, "_No `eval-*.json` in this folder: section skipped._"]
+    for path in paths:
+        out += [render_eval(_result(path, "eval"), path.name).rstrip("\n"), ""]
+    return out[:-1]
+
+
+# ---------------------------------------------------------------- race
+
+
+def _race_row(case: dict[str, Any], labels: list[str]) -> list[str]:
+    """One shape and token count: both contenders' µs, the speed-up, GB/s where the JSON has it."""
+    entries = [case["contenders"].get(label, {}) for label in labels]
+    times = [e.get("us") for e in entries]
+    ratio = f"{times[0] / times[1]:.3f}" if all(times) else "-"
+    gb_s = [f"{e['gb_s']:,.0f}" if e.get("gb_s") is not None else "-" for e in entries]
+    return [
+        f"{case.get('model', '?')}: {case.get('table', '?')}",
+        f"{case['m']}×{case['k']}",
+        str(case["n"]),
+        *(f"{t:.2f}" if t is not None else "-" for t in times),
+        ratio,
+        *gb_s,
+    ]
+
+
+def _race_summary(rows: list[list[str]], labels: list[str]) -> list[str]:
+    """How often the second contender wins, overall and per token count, with the geometric-mean speed-up."""
+    by_tokens: dict[str, list[float]] = {}
+    for row in rows:
+        if row[5] != "-":
+            by_tokens.setdefault(row[2], []).append(float(row[5]))
+
+    def summary(ratios: list[float]) -> str:
+        mean = math.exp(sum(math.log(r) for r in ratios) / len(ratios))
+        return f"faster in {sum(1 for r in ratios if r > 1)} of {len(ratios)}, geometric-mean speed-up {mean:.3f}"
+
+    every = [r for ratios in by_tokens.values() for r in ratios]
+    if not every:
+        return ["No case has both contenders' times."]
+    lines = [f"Speed-up = {labels[0]} µs / {labels[1]} µs. {labels[1]} overall: {summary(every)}."]
+    lines += [f"- {n} token{'s' if n != '1' else ''}: {summary(r)}" for n, r in by_tokens.items()]
+    return lines
+
+
+def _race(folder: Path) -> list[str]:
+    """The single-kernel race of the first two contenders (stock first)."""
+    out = [f"## Single-kernel race (`{RACE}`)", ""]
+    path = folder / RACE
+    if not path.is_file():
+        return [*out, *_skipped(RACE)]
+    result = _result(path, "bench-mulmat")
+    payload, labels = result["payload"], [v["label"] for v in result["variants"]][:2]
+    if len(labels) < 2:
+        return [*out, f"`{RACE}` has only one contender: nothing to race."]
+    spec, roof = payload["spec"], payload.get("roofline") or {}
+    out += [
+        f"{labels[0]} against {labels[1]} on {payload['device']['description']}, {', '.join(spec['types'])} weights; "
+        f"{spec['rounds']} rounds × {spec['reps']} graph runs; cache to defeat {payload['cache_bytes'] >> 20} MiB "
+        f"({payload['cache_source']}).",
+        f"Time per node = {payload['timing_includes']}.",
+    ]
+    if roof:
+        copies = ", ".join(f"{label} {roof[label]['gb_s']:,.0f} GB/s" for label in labels if label in roof)
+        out.append(f"Copy roofline (read + write) measured in the same run: {copies}.")
+    rows = [_race_row(case, labels) for case in payload["cases"]]
+    out += [*_race_summary(rows, labels), ""]
+    headers = ["shape", "M×K", "tokens", f"{labels[0]} µs", f"{labels[1]} µs", "speed-up"]
+    headers += [f"{labels[0]} GB/s", f"{labels[1]} GB/s"]
+    return [*out, *_table(headers, rows)]
+
+
+# ---------------------------------------------------------------- the page
+
+
+def render_session(folder: Path) -> str:
+    """The whole Markdown report of one fusion-session folder."""
+    folder = Path(folder)
+    if not folder.is_dir():
+        raise FusekitError(f"{folder} is not a folder (a fusion session's results folder was expected)")
+    sections = [_header(folder), _builds(folder), _correctness(folder), _profiles(folder), _evals(folder)]
+    sections.append(_race(folder))
+    return "\n\n".join("\n".join(section) for section in sections) + "\n"
