@@ -27,6 +27,7 @@ from .perplexity import PplSettings
 from .report import render, render_many, speed_plot
 from .results import new_result, read_result, write_result
 from .runner import EvalSettings, Side, default_threads, run_eval
+from .session_report import render_session
 from .textgen import DEFAULT_PROMPTS, TextSettings
 
 
@@ -180,22 +181,36 @@ def evaluate(ws: Workspace, specs: list[str], opts: dict) -> tuple[dict, Path]:
     default=None,
     help="Render a GPU-host baseline batch folder (eval, profiles, mul_mat sweep, model) as one report.",
 )
+@click.option(
+    "--session",
+    type=click.Path(path_type=Path),
+    default=None,
+    help="Render a GPU-host fusion-session folder (builds, checks, profiles, evals, race) as one report.",
+)
 @click.pass_context
 def report_cmd(
-    ctx: click.Context, files: tuple[Path, ...], output: Path | None, plot: Path | None, baseline: Path | None
+    ctx: click.Context,
+    files: tuple[Path, ...],
+    output: Path | None,
+    plot: Path | None,
+    baseline: Path | None,
+    session: Path | None,
 ) -> None:
-    """Markdown tables from eval result files, or a baseline folder's report (runs nothing)."""
-    if baseline is not None:
+    """Markdown tables from eval result files, or a baseline or session folder's report (runs nothing)."""
+    results: list[tuple[str, dict]] = []
+    if session is not None:
+        if files or baseline is not None:
+            raise FusekitError("give either result FILES, --baseline DIR or --session DIR, one of them")
+        text = render_session(session)
+    elif baseline is not None:
         if files:
             raise FusekitError("give either result FILES or --baseline DIR, not both")
         ws = Workspace(resolve_home(ctx.obj["home"]))
         ws.require_init()
         text = render_baseline(baseline, load_gguf(ws.tree(STOCK) / "gguf-py"))
-        results: list[tuple[str, dict]] = []
     else:
         if not files:
-            raise FusekitError("name result files to report on (or --baseline DIR)")
-        results = []
+            raise FusekitError("name result files to report on (or --baseline DIR, or --session DIR)")
         for path in files:
             data = read_result(path)
             if data["kind"] != "eval":
