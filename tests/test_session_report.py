@@ -98,3 +98,9 @@ def test_cli_refuses_files_with_session(tmp_path: Path) -> None:
 def test_render_session_raises_fusekit_error(tmp_path: Path) -> None:
     with pytest.raises(FusekitError):
         render_session(tmp_path / "missing")
+
+
+def test_the_committed_report_is_current(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(REPO)  # REPORT.md was generated with the folder given relative to the repository
+    fresh = render_session(SESSION.relative_to(REPO))
+    assert (SESSION / "REPORT.md").read_text() == fresh, "regenerate it with fusekit report --session ... -o ..."
