@@ -279,7 +279,7 @@ int main(int argc, char ** argv) {
                       "%s{\"what\": \"%s\", \"rows\": %d, \"k\": %d, \"experts\": %d, \"used\": %d, \"bytes\": %zu, "
                       "\"split\": %d, \"rel_err\": %.3e, \"ok\": %s, \"floor_us\": %.3f, \"unroll2_us\": %.3f, "
                       "\"unroll4_us\": %.3f, \"unroll8_us\": %.3f, \"weight_copies\": %d, \"experiments\": {%s}}",
-                      checks > 1 ? ", " : "", s.what, s.rows, s.k, s.experts, s.used, touched, split,
+                      &s == kShapes ? "" : ", ", s.what, s.rows, s.k, s.experts, s.used, touched, split,
                       std::isfinite(rel) ? rel : 1e300, ok ? "true" : "false", t_floor, t2, t4, t8, copies,
                       experiments.c_str());
         json += row;
