@@ -204,6 +204,25 @@ CpuBlock cpu_quantize(const float * x32) {
     return b;
 }
 
+// nvcc defines __USE_FAST_MATH__ in the device pass only: ask the device how this program was built.
+__global__ void fast_math_probe(int * out) {
+#if defined(__USE_FAST_MATH__)
+    *out = 1;
+#else
+    *out = 0;
+#endif
+}
+
+bool built_with_fast_math() {
+    int * flag = nullptr;
+    int host = 0;
+    CHECK(cudaMalloc(&flag, sizeof(int)));
+    fast_math_probe<<<1, 1>>>(flag);
+    CHECK(cudaMemcpy(&host, flag, sizeof(int), cudaMemcpyDeviceToHost));
+    CHECK(cudaFree(flag));
+    return host != 0;
+}
+
 }  // namespace
 
 int main(int argc, char ** argv) {
@@ -214,12 +233,7 @@ int main(int argc, char ** argv) {
     cudaDeviceProp prop{};
     CHECK(cudaGetDeviceProperties(&prop, 0));
     std::string json = "{\"device\": \"" + std::string(prop.name) + "\", \"sabotage\": " + (sabotage ? "true" : "false") +
-#if defined(__USE_FAST_MATH__)
-                       ", \"fast_math\": true" +
-#else
-                       ", \"fast_math\": false" +
-#endif
-                       ", \"shapes\": [";
+                       ", \"fast_math\": " + (built_with_fast_math() ? "true" : "false") + ", \"shapes\": [";
     std::mt19937 rng(1234);
     int failures_a = 0, failures_other = 0;
 

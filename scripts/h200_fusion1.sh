@@ -53,8 +53,8 @@ case "$STEP" in
     done
     tbo fusion-1-disabled pass "$F1" GGML_CUDA_DISABLE_FUSION=1 -o FUSEKIT_NORM_Q8
     tbo fusion-1-no-graphs pass "$F1" GGML_CUDA_DISABLE_GRAPHS=1 -o FUSEKIT_NORM_Q8
-    tbo sabotage fail "$SB" -o FUSEKIT_NORM_Q8
-    tbo sabotage-disabled pass "$SB" GGML_CUDA_DISABLE_FUSION=1 -o FUSEKIT_NORM_Q8
+    tbo fusion-1-sabotage fail "$SB" -o FUSEKIT_NORM_Q8
+    tbo fusion-1-sabotage-disabled pass "$SB" GGML_CUDA_DISABLE_FUSION=1 -o FUSEKIT_NORM_Q8
     smi check
     ;;
   race)

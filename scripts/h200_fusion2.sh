@@ -48,9 +48,9 @@ case "$STEP" in
     done
     tbo fusion-2-no-graphs pass "$F2" GGML_CUDA_DISABLE_GRAPHS=1 -o GDN_CHAINS
     tbo fusion-2-disabled pass "$F2" GGML_CUDA_DISABLE_FUSION=1 -o GDN_CHAINS
-    tbo sabotage-fused fail "$SB" -o GDN_CHAINS -p "$FUSED"
-    tbo sabotage-fallback pass "$SB" -o GDN_CHAINS -p "$FALLBACK"
-    tbo sabotage-disabled pass "$SB" GGML_CUDA_DISABLE_FUSION=1 -o GDN_CHAINS
+    tbo fusion-2-sabotage-fused fail "$SB" -o GDN_CHAINS -p "$FUSED"
+    tbo fusion-2-sabotage-fallback pass "$SB" -o GDN_CHAINS -p "$FALLBACK"
+    tbo fusion-2-sabotage-disabled pass "$SB" GGML_CUDA_DISABLE_FUSION=1 -o GDN_CHAINS
     # every fused case must fail on its own, not just one of them
     n_ok=$("$SB/test-backend-ops" test -b CUDA0 -o GDN_CHAINS -p "$FUSED" 2>&1 \
       | tee "$B/logs/sabotage-fused-cases.log" | grep -c "GDN_CHAINS.*OK" || true)

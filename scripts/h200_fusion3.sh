@@ -43,8 +43,8 @@ case "$STEP" in
     done
     tbo fusion-3-MUL_MAT-f32 pass "$F3" -o MUL_MAT -p 'type_a=f32'  # the router's GEMV; every case: the stack check
     tbo fusion-3-disabled pass "$F3" GGML_CUDA_DISABLE_FUSION=1 -o FUSEKIT_MOE_ROUTER
-    tbo sabotage-router fail "$SB" -o FUSEKIT_MOE_ROUTER
-    tbo sabotage-tail fail "$SB" -o FUSEKIT_MOE_TAIL
+    tbo fusion-3-sabotage-router fail "$SB" -o FUSEKIT_MOE_ROUTER
+    tbo fusion-3-sabotage-tail fail "$SB" -o FUSEKIT_MOE_TAIL
     smi check
     ;;
   race)

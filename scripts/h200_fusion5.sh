@@ -51,10 +51,10 @@ case "$STEP" in
     smi check
     F5=$(bin_of fusion-5); SB=$(bin_of "fusion-5+sabotage-q8-gemv"); ST=$(bin_of stock)
     Q8='type_a=q8_0|type=q8_0'
-    tbo stock-q8 pass "$ST" -o MUL_MAT -p "$Q8"
+    tbo fusion-5-stock-q8 pass "$ST" -o MUL_MAT -p "$Q8"
     for op in MUL_MAT MUL_MAT_ID MUL_MAT_VEC_FUSION; do tbo "fusion-5-$op" pass "$F5" -o "$op" -p "$Q8"; done  # all: stack
-    for op in MUL_MAT MUL_MAT_ID MUL_MAT_VEC_FUSION; do tbo "sabotage-$op" fail "$SB" -o "$op" -p "$Q8"; done
-    tbo sabotage-disabled-MUL_MAT pass "$SB" GGML_CUDA_DISABLE_FUSION=1 -o MUL_MAT -p "$Q8"
+    for op in MUL_MAT MUL_MAT_ID MUL_MAT_VEC_FUSION; do tbo "fusion-5-sabotage-$op" fail "$SB" -o "$op" -p "$Q8"; done
+    tbo fusion-5-sabotage-disabled-MUL_MAT pass "$SB" GGML_CUDA_DISABLE_FUSION=1 -o MUL_MAT -p "$Q8"
     echo "== test-backend-ops perf, q8_0 at one token"
     for v in stock fusion-5; do
       "$(bin_of "$v")/test-backend-ops" perf -b CUDA0 -o MUL_MAT -p 'type_a=q8_0,type_b=f32,m=[0-9]+,n=1,' \
