@@ -20,6 +20,7 @@ from fusekit.errors import FusekitError
 from ggml_bridge.report import check_counts, expected_to_fail
 
 from .baseline_report import fmt_us
+from .profile.categories import CATEGORIES, categorize
 from .report import render as render_eval
 from .results import read_result
 
@@ -389,22 +390,36 @@ def _summary_row(name: str, result: dict[str, Any]) -> list[str]:
     ]
 
 
+def recategorized(profile: dict[str, Any]) -> dict[str, tuple[float, int]]:
+    """Kernel ns and launches per category, by today's rule table (evals/profile/categories.py)."""
+    totals: dict[str, tuple[float, int]] = {}
+    for kernel in profile["kernels"]:
+        category = categorize(kernel["name"])
+        ns, launches = totals.get(category, (0.0, 0))
+        totals[category] = (ns + kernel["total_ns"], launches + kernel["instances"])
+    return totals
+
+
 def _category_table(result: dict[str, Any]) -> list[str]:
-    """Per category: µs and launches per token, before/after/Δ (the comparison's own categories)."""
+    """Per category: µs and launches per token, before/after/Δ, recomputed from each trace's kernel rows."""
     profiles = result["payload"]["profiles"]
     ta, tb = profiles[0]["tokens"] or 1, profiles[1]["tokens"] or 1
-    rows = [
-        [
-            c["category"],
-            fmt_us(c["a_ns"] / ta),
-            fmt_us(c["b_ns"] / tb),
-            f"{(c['b_ns'] / tb - c['a_ns'] / ta) / 1000:+,.1f}",
-            f"{c['a_launches'] / ta:,.1f}",
-            f"{c['b_launches'] / tb:,.1f}",
-            f"{c['b_launches'] / tb - c['a_launches'] / ta:+,.1f}",
-        ]
-        for c in result["payload"]["comparison"]["categories"]
-    ]
+    a, b = recategorized(profiles[0]), recategorized(profiles[1])
+    rows = []
+    for category in [c for c in CATEGORIES if c in a or c in b]:
+        a_ns, a_n = a.get(category, (0.0, 0))
+        b_ns, b_n = b.get(category, (0.0, 0))
+        rows.append(
+            [
+                category,
+                fmt_us(a_ns / ta),
+                fmt_us(b_ns / tb),
+                f"{(b_ns / tb - a_ns / ta) / 1000:+,.1f}",
+                f"{a_n / ta:,.1f}",
+                f"{b_n / tb:,.1f}",
+                f"{b_n / tb - a_n / ta:+,.1f}",
+            ]
+        )
     headers = ["category", "µs/token stock", "variant", "Δ µs", "launches/token stock", "variant", "Δ launches"]
     return _table(headers, rows)
 
@@ -420,7 +435,8 @@ def _profiles(folder: Path) -> list[str]:
     out += [
         f"Kernel launches and kernel time per decode token, stock → variant (Δ); {first['tokens']} tokens "
         f"({first.get('tokens_source', '?')}), node-level CUDA graph tracing (slows launches; the tok/s tables "
-        "below are measured without the profiler).",
+        "below are measured without the profiler). Categories follow today's rule table "
+        "(`evals/profile/categories.py`), recomputed from each trace's kernel rows.",
         "",
         *_table(["variant", "kernels per token", "kernel µs per token"], [_summary_row(n, r) for n, r in results]),
     ]
