@@ -19,6 +19,7 @@ REPO=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 export FUSEKIT_HOME=${FUSEKIT_HOME:-/tmp/fusekit-gpu} MODELS=${MODELS:-/tmp/fusekit-models}
 BIG=$MODELS/qwen3.6-35b-a3b.gguf
 SECOND=$MODELS/llama-3-8b-q8_0.gguf  # written by h200_fusion5.sh models: llama shapes, every matrix Q8_0
+EXPERIMENTS=("fusion-5+$REPO/patches/experiments/fusion-5-late-u2-m4.patch")  # measured beside the fusions
 mkdir -p "$B/results" "$B/logs" "$B/bin"
 # shellcheck source=host_env.sh
 source "$REPO/scripts/host_env.sh"  # use_fusekit, fusekit, smi, session_eval, session_profile, session_pack
@@ -43,9 +44,15 @@ each() {  # each STEP: run STEP of every fusion script, going on after a failure
   return $failed
 }
 
+spec_label() {  # the variant label of a spec: fusion names stay, a patch path becomes its file's stem
+  python3 -c 'import sys, pathlib; print("+".join(pathlib.Path(p).stem if "/" in p else p for p in sys.argv[1].split("+")))' "$1"
+}
+
 ok_variants() {  # the variants among "$@" whose build did not fail (results/builds.json) nor their smoke run
   python3 - "$B/results/builds.json" "$B/results/smoke.txt" "$@" <<'PY'
-import json, sys
+import json, pathlib, sys
+def label(spec):
+    return "+".join(pathlib.Path(p).stem if "/" in p else p for p in spec.split("+"))
 try:
     failed = {r["variant"] for r in json.load(open(sys.argv[1])) if "error" in r}
 except (OSError, ValueError):
@@ -54,7 +61,7 @@ try:
     failed |= {line.split()[0] for line in open(sys.argv[2]) if " fail " in line}
 except OSError:
     pass
-print(" ".join(v for v in sys.argv[3:] if v not in failed))
+print(" ".join(v for v in sys.argv[3:] if label(v) not in failed))
 PY
 }
 
@@ -148,8 +155,8 @@ case "$STEP" in
   smoke)  # a short prompt and decode of each variant on the 35B preset: a crash keeps it out of the evals
     use_fusekit
     : >"$B/results/smoke.txt"
-    for variant in stock $(ok_variants "${FUSIONS[@]}" "$STACK"); do
-      rc=0
+    for spec in stock $(ok_variants "${FUSIONS[@]}" "$STACK" "${EXPERIMENTS[@]}"); do
+      rc=0 variant=$(spec_label "$spec")
       timeout 180 "$(bin_of "$variant")/llama-bench" -m "$BIG" -p 64 -n 16 -r 1 -ngl 99 -fa 1 -o csv \
         >"$B/logs/smoke-$variant.log" 2>&1 || rc=$?
       verdict=ok; ((rc == 0)) || verdict=fail
@@ -159,10 +166,10 @@ case "$STEP" in
     ;;
   eval)
     # shellcheck disable=SC2046
-    session_eval "$(ok_variants "${FUSIONS[@]}" "$STACK")" "$BIG" all-35b --ppl --kl --ppl-ubatch 1  # the one-token kernels the fusions change
+    session_eval "$(ok_variants "${FUSIONS[@]}" "$STACK" "${EXPERIMENTS[@]}")" "$BIG" all-35b --ppl --kl --ppl-ubatch 1  # the one-token kernels the fusions change
     ;;
   eval2)  # the second model (llama shapes, all Q8_0): the fusions that fire there, and the stack
-    PROMPTS=512 session_eval "$(ok_variants fusion-1 fusion-5 "$STACK")" "$SECOND" all-llama8b --ppl --kl --ppl-ubatch 1
+    PROMPTS=512 session_eval "$(ok_variants fusion-1 fusion-5 "$STACK" "${EXPERIMENTS[@]}")" "$SECOND" all-llama8b --ppl --kl --ppl-ubatch 1
     ;;
   profile-a)
     for variant in $(ok_variants "$STACK" fusion-5); do session_profile "$variant" "$BIG"; done

@@ -91,6 +91,29 @@ def test_stack_compiles(home: Path, stack: list[str]) -> None:
     assert all(u["ok"] for u in record["units"]) and {u["arch"] for u in record["units"]} == set(archs)
 
 
+EXPERIMENTS = sorted((REPO / "patches" / "experiments").glob("*.patch"))
+SABOTAGES = {"fusion-5": REPO / "tests" / "patches" / "sabotage-q8-gemv.patch"}
+
+
+def experiment_base(patch: Path) -> str:
+    """The fusion an experiment patch goes on top of: its file name starts with it (fusion-5-...)."""
+    return "-".join(patch.name.split("-")[:2])
+
+
+@needs_nvcc
+@pytest.mark.parametrize("patch", EXPERIMENTS, ids=lambda p: p.stem)
+def test_experiment_patches_apply_with_their_sabotage_and_compile(home: Path, patch: Path) -> None:
+    """An experiment (patches/experiments/) stays applicable on its fusion, also after the fusion's sabotage
+    patch (the next GPU session builds both), and the units it changes compile for sm_90."""
+    base = experiment_base(patch)
+    if base in SABOTAGES:
+        assert run(home, "apply", base, str(SABOTAGES[base]), str(patch))[0] == 0
+        assert run(home, "reset")[0] == 0
+    assert run(home, "apply", base, str(patch))[0] == 0
+    record = run_json(home, "compile-check", "--arch", "90", "--json")
+    assert record["units"] and all(u["ok"] for u in record["units"]), record
+
+
 @needs_nvcc
 def test_a_compile_error_fails_the_check(home: Path) -> None:
     assert run(home, "apply", BROKEN)[0] == 0
