@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     import pandas as pd
 
-from .stats import RESOLVE
+from .stats import RESOLVE, paired_rounds_estimate, round_pairs
 
 FEW_SAMPLES = 5
 KL_HEADLINE = ("Mean KLD", "99.0% KLD", "Maximum KLD", "RMS Δp", "Same top p")
@@ -36,6 +36,16 @@ def _fmt(value: float | None, digits: int = 4) -> str:
 
 def _sides(result: dict[str, Any]) -> list[str]:
     return [v["name"] for v in result["variants"]]
+
+
+def _paired_text(result: dict[str, Any], row: dict[str, Any]) -> str:
+    """The ratio paired by round, from the eval's raw runs (older result files render it too)."""
+    speed = result["payload"].get("speed", {})
+    stock = _sides(result)[0]
+    estimate = paired_rounds_estimate(round_pairs(speed.get("runs", []), row["test"], stock, row["variant"]))
+    if estimate is None:
+        return "-"
+    return f"{_fmt(estimate.ratio)} [{_fmt(estimate.low)}, {_fmt(estimate.high)}] {estimate.verdict}"
 
 
 def speed_frame(result: dict[str, Any]) -> pd.DataFrame:
@@ -68,6 +78,7 @@ def speed_frame(result: dict[str, Any]) -> pd.DataFrame:
                 "95% CI": f"[{_fmt(row['low'])}, {_fmt(row['high'])}]",
                 "samples": f"{row['n_stock']}+{row['n_variant']}",
                 "verdict": row["verdict"],
+                "paired by round": _paired_text(result, row),
                 "note": note,
             }
         )
@@ -207,7 +218,9 @@ def render(result: dict[str, Any], path: str | None = None) -> str:
         out += [
             "",
             f"Speed: {rounds} rounds interleaved (stock and variants alternate), {reps} repetitions per process; "
-            "ratio = variant/stock of medians, 95% percentile-bootstrap interval; same = interval contains 1.0.",
+            "ratio = variant/stock of medians, 95% percentile-bootstrap interval; same = interval contains 1.0. "
+            "Paired by round: the geometric mean of each round's variant/stock ratio of process medians with a 95% "
+            "t interval over rounds (3+ rounds); drift that moves both sides of a round together cancels there.",
         ]
     return "\n".join(out) + "\n"
 

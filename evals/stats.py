@@ -126,3 +126,54 @@ def rounds_needed(estimate: RatioEstimate, rounds: int, target: float = RESOLVE)
     if estimate.half_width <= target or rounds <= 0:
         return rounds
     return math.ceil(rounds * (estimate.half_width / target) ** 2 - 1e-9)
+
+
+@dataclass(frozen=True)
+class PairedEstimate:
+    """variant/stock paired by round: each round's ratio of process medians, their geometric mean, and a
+    t interval over rounds. Drift that moves both sides of a round together cancels in each ratio."""
+
+    ratio: float
+    low: float
+    high: float
+    rounds: int
+
+    @property
+    def verdict(self) -> str:
+        if self.low <= 1.0 <= self.high:
+            return "same"
+        return "faster" if self.low > 1.0 else "slower"
+
+
+MIN_PAIRED_ROUNDS = 3  # two ratios give a t interval too wide to say anything
+
+
+def paired_rounds_estimate(pairs: list[tuple[list[float], list[float]]]) -> PairedEstimate | None:
+    """``pairs``: (stock samples, variant samples) of each round, from the processes of that round.
+
+    Returns None with fewer than MIN_PAIRED_ROUNDS rounds that have samples on both sides. Assumes the
+    rounds are exchangeable (the eval alternates the order of sides, ABBA) and the log ratios roughly normal.
+    """
+    logs = [
+        math.log(float(np.median(v)) / float(np.median(s)))
+        for s, v in pairs
+        if len(s) and len(v) and float(np.median(s)) > 0 and float(np.median(v)) > 0
+    ]
+    if len(logs) < MIN_PAIRED_ROUNDS:
+        return None
+    from scipy import stats as sps  # imported on first use: the CLI starts without scipy
+
+    values = np.asarray(logs)
+    mean = float(values.mean())
+    half = float(sps.t.ppf(0.5 + CONFIDENCE / 2, values.size - 1) * values.std(ddof=1) / math.sqrt(values.size))
+    return PairedEstimate(math.exp(mean), math.exp(mean - half), math.exp(mean + half), int(values.size))
+
+
+def round_pairs(runs: list[dict], test: str, stock: str, variant: str) -> list[tuple[list[float], list[float]]]:
+    """The samples of ``test`` for stock and ``variant`` in each round of an eval's speed runs."""
+    by_round: dict[int, dict[str, list[float]]] = {}
+    for run in runs:
+        for entry in run["tests"]:
+            if entry["test"] == test and run["side"] in (stock, variant):
+                by_round.setdefault(run["round"], {}).setdefault(run["side"], []).extend(entry["samples_ts"])
+    return [(sides.get(stock, []), sides.get(variant, [])) for _, sides in sorted(by_round.items())]

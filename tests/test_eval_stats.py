@@ -82,3 +82,50 @@ def test_grouped_interval_still_resolves_a_real_change() -> None:
     variant = [list(95 + rng.normal(0, 0.3, 5)) for _ in range(3)]
     est = grouped_ratio_estimate(stock, variant)
     assert est.verdict == "slower" and est.high < 0.96
+
+
+def _drifting_rounds(rng: np.random.Generator, rounds: int, gain: float) -> list[tuple[list[float], list[float]]]:
+    """Rounds whose speed drifts down 1% a round (as on the H200 session), the variant ``gain`` faster in each."""
+    pairs = []
+    for r in range(rounds):
+        level = 100 * (1 - 0.01 * r)
+        stock = list(level * rng.normal(1, 0.004, 5))
+        variant = list(level * (1 + gain) * rng.normal(1, 0.004, 5))
+        pairs.append((stock, variant))
+    return pairs
+
+
+def test_pairing_by_round_resolves_a_change_that_drift_hides() -> None:
+    from evals.stats import grouped_ratio_estimate, paired_rounds_estimate
+
+    pairs = _drifting_rounds(np.random.default_rng(11), 6, 0.02)
+    unpaired = grouped_ratio_estimate([s for s, _ in pairs], [v for _, v in pairs])
+    paired = paired_rounds_estimate(pairs)
+    assert paired is not None and paired.verdict == "faster" and 1.01 < paired.ratio < 1.03
+    assert unpaired.half_width > 2 * (paired.high - paired.low) / 2  # drift widens the unpaired interval
+
+
+def test_pairing_by_round_holds_its_level_on_a_drifting_a_a_run() -> None:
+    """Identical code under drift: the paired t interval calls a difference in about 5% of runs, not more."""
+    from evals.stats import paired_rounds_estimate
+
+    rng = np.random.default_rng(12)
+    false_calls = 0
+    for _ in range(200):
+        estimate = paired_rounds_estimate(_drifting_rounds(rng, 6, 0.0))
+        assert estimate is not None
+        false_calls += estimate.verdict != "same"
+    assert false_calls <= 20  # 5% of 200 is 10; allow sampling noise
+
+
+def test_pairing_needs_three_rounds_and_reads_an_eval_run_list() -> None:
+    from evals.stats import paired_rounds_estimate, round_pairs
+
+    runs = [
+        {"side": side, "round": r, "tests": [{"test": "tg128", "samples_ts": [100.0 + r, 101.0 + r]}]}
+        for r in range(2)
+        for side in ("stock", "fusion-1")
+    ]
+    pairs = round_pairs(runs, "tg128", "stock", "fusion-1")
+    assert pairs == [([100.0, 101.0], [100.0, 101.0]), ([101.0, 102.0], [101.0, 102.0])]
+    assert paired_rounds_estimate(pairs) is None
