@@ -198,41 +198,33 @@ int main(int argc, char ** argv) {
         CHECK(cudaMemcpy(dy, h.y.data(), h.y.size(), cudaMemcpyHostToDevice));
         CHECK(cudaMemcpy(dids, h.ids.data(), h.ids.size() * 4, cudaMemcpyHostToDevice));
 
-        // Correctness: poison, run once, compare with the float64 reference.
+        // Correctness: poison, run once, compare with the float64 reference (INFINITY when not finite).
         std::vector<float> out(h.ref.size());
-        CHECK(cudaMemset(ddst, 0xff, h.ref.size() * 4));  // NaN
-        const fusekit_q8::Problem p = problem_for(s, dx, dy, dids, ddst, sabotage ? 1 : 0);
-        CHECK(fusekit_q8::launch(p, nact, 1, sm_count, nullptr));
-        CHECK(cudaDeviceSynchronize());
-        CHECK(cudaMemcpy(out.data(), ddst, out.size() * 4, cudaMemcpyDeviceToHost));
-        double num = 0, den = 0;
-        bool finite = true;
-        for (size_t i = 0; i < out.size(); ++i) {
-            finite = finite && std::isfinite(out[i]);
-            num += (out[i] - h.ref[i]) * (out[i] - h.ref[i]);
-            den += h.ref[i] * h.ref[i];
-        }
-        const double rel = finite ? std::sqrt(num / den) : INFINITY;
-        const bool ok = finite && rel < 1e-5;
+        auto checked_error = [&](auto launch_once) {
+            CHECK(cudaMemset(ddst, 0xff, h.ref.size() * 4));  // NaN
+            CHECK(launch_once(problem_for(s, dx, dy, dids, ddst, sabotage ? 1 : 0)));
+            CHECK(cudaDeviceSynchronize());
+            CHECK(cudaMemcpy(out.data(), ddst, out.size() * 4, cudaMemcpyDeviceToHost));
+            double num = 0, den = 0;
+            for (size_t i = 0; i < out.size(); ++i) {
+                if (!std::isfinite(out[i])) return double(INFINITY);
+                num += (out[i] - h.ref[i]) * (out[i] - h.ref[i]);
+                den += h.ref[i] * h.ref[i];
+            }
+            return std::sqrt(num / den);
+        };
+        const double rel = checked_error([&](const fusekit_q8::Problem & p) {
+            return fusekit_q8::launch(p, nact, 1, sm_count, nullptr);
+        });
+        const bool ok = rel < 1e-5;
         ++checks;
         failures += ok ? 0 : 1;
 
         // The experiments: each checked the same way (sabotage included), then timed.
         std::string experiments;
         for (const Experiment & e : kExperiments) {
-            CHECK(cudaMemset(ddst, 0xff, h.ref.size() * 4));
-            CHECK(e.run(problem_for(s, dx, dy, dids, ddst, sabotage ? 1 : 0), nact, sm_count));
-            CHECK(cudaDeviceSynchronize());
-            CHECK(cudaMemcpy(out.data(), ddst, out.size() * 4, cudaMemcpyDeviceToHost));
-            double enum_ = 0, eden = 0;
-            bool efinite = true;
-            for (size_t i = 0; i < out.size(); ++i) {
-                efinite = efinite && std::isfinite(out[i]);
-                enum_ += (out[i] - h.ref[i]) * (out[i] - h.ref[i]);
-                eden += h.ref[i] * h.ref[i];
-            }
-            const double erel = efinite ? std::sqrt(enum_ / eden) : INFINITY;
-            const bool eok = efinite && erel < 1e-5;
+            const double erel = checked_error([&](const fusekit_q8::Problem & p) { return e.run(p, nact, sm_count); });
+            const bool eok = erel < 1e-5;
             ++checks;
             failures += eok ? 0 : 1;
             double et = 0;
