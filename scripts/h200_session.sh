@@ -19,7 +19,11 @@ REPO=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 export FUSEKIT_HOME=${FUSEKIT_HOME:-/tmp/fusekit-gpu} MODELS=${MODELS:-/tmp/fusekit-models}
 BIG=$MODELS/qwen3.6-35b-a3b.gguf
 SECOND=$MODELS/llama-3-8b-q8_0.gguf  # written by h200_fusion5.sh models: llama shapes, every matrix Q8_0
-EXPERIMENTS=("fusion-5+$REPO/patches/experiments/fusion-5-late-u2-m4.patch")  # measured beside the fusions
+EXPERIMENTS=()  # patches/experiments/fusion-N-*.patch, each measured on top of its fusion
+for patch in "$REPO"/patches/experiments/fusion-*.patch; do
+  [[ -e "$patch" ]] || continue
+  name=$(basename "$patch"); EXPERIMENTS+=("$(cut -d- -f1-2 <<<"$name")+$patch")
+done
 mkdir -p "$B/results" "$B/logs" "$B/bin"
 # shellcheck source=host_env.sh
 source "$REPO/scripts/host_env.sh"  # use_fusekit, fusekit, smi, session_eval, session_profile, session_pack
@@ -44,15 +48,21 @@ each() {  # each STEP: run STEP of every fusion script, going on after a failure
   return $failed
 }
 
-spec_label() {  # the variant label of a spec: fusion names stay, a patch path becomes its file's stem
-  python3 -c 'import sys, pathlib; print("+".join(pathlib.Path(p).stem if "/" in p else p for p in sys.argv[1].split("+")))' "$1"
+# A spec's variant label, by fusekit's own rule (fusekit.stack: canonical order, patch names).
+LABEL_OF_SPEC='from fusekit.registry import Registry
+from fusekit.stack import canonical, label_of, spec_entries
+def label(spec):
+    return label_of(canonical(spec_entries(spec, Registry.load())))'
+
+spec_label() {  # spec_label SPEC
+  use_fusekit
+  python3 -c "$LABEL_OF_SPEC"$'\nimport sys; print(label(sys.argv[1]))' "$1"
 }
 
 ok_variants() {  # the variants among "$@" whose build did not fail (results/builds.json) nor their smoke run
-  python3 - "$B/results/builds.json" "$B/results/smoke.txt" "$@" <<'PY'
-import json, pathlib, sys
-def label(spec):
-    return "+".join(pathlib.Path(p).stem if "/" in p else p for p in spec.split("+"))
+  use_fusekit
+  python3 -c "$LABEL_OF_SPEC"$'\n'"$(cat <<'PY'
+import json, sys
 try:
     failed = {r["variant"] for r in json.load(open(sys.argv[1])) if "error" in r}
 except (OSError, ValueError):
@@ -63,6 +73,7 @@ except OSError:
     pass
 print(" ".join(v for v in sys.argv[3:] if label(v) not in failed))
 PY
+)" "$B/results/builds.json" "$B/results/smoke.txt" "$@"
 }
 
 on_gpu() {  # on_gpu N STEP: run STEP on GPU N with half of the cores (one chain of the session)
