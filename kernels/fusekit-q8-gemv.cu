@@ -3,6 +3,8 @@
 // ggml_cuda_mul_mat_vec_q calls fusekit_q8_gemv_try with the arguments it would give MMVQ; the call
 // returns false, and MMVQ runs as in stock, whenever the case is not ours: another type, more than one
 // token, an NVFP4 scale, a layout whose rows are not 16-byte aligned, or GGML_CUDA_DISABLE_FUSION set.
+// Q4_0 weights (the MoE experts of the 35B preset) take the same kernel only where kQ4_0Weights is on:
+// patches/experiments/fusion-5-q4-0.patch turns it on until a GPU session has measured it.
 #include "fusekit-q8-gemv-glue.cuh"
 
 #include "fusekit-q8-gemv.cuh"
@@ -38,6 +40,9 @@ fusekit_q8::Glu glu_of(ggml_glu_op op) {
     }
 }
 
+// Off in fusion-5 itself; the experiment patch sets it to true.
+constexpr bool kQ4_0Weights = false;
+
 bool fusion_disabled() {
     // The same reading as ggml-cuda.cu's graph evaluation: set and non-zero.
     static const bool disabled = [] {
@@ -58,13 +63,15 @@ bool fusekit_q8_gemv_try(
         int64_t nsamples_x, int64_t nsamples_dst, int64_t stride_sample_x, int64_t stride_sample_y, int64_t stride_sample_dst,
         cudaStream_t stream) {
     GGML_UNUSED_VARS(stride_col_y, stride_col_dst);
-    if (type != GGML_TYPE_Q8_0 || ncols_dst != 1 || fusion_disabled()) {
+    const bool q4_0 = kQ4_0Weights && type == GGML_TYPE_Q4_0;
+    if ((type != GGML_TYPE_Q8_0 && !q4_0) || ncols_dst != 1 || fusion_disabled()) {
         return false;
     }
     if (fusion.x_scale != nullptr || fusion.gate_scale != nullptr) {
         return false;
     }
-    if (!fusekit_q8::layout_fits(vx, fusion.gate, ncols_x, stride_row_x, stride_channel_x, stride_sample_x)) {
+    const fusekit_q8::Weights weights = q4_0 ? fusekit_q8::Weights::q4_0 : fusekit_q8::Weights::q8_0;
+    if (!fusekit_q8::layout_fits(vx, fusion.gate, ncols_x, stride_row_x, stride_channel_x, stride_sample_x, weights)) {
         return false;
     }
     if (nrows_x > INT32_MAX || nchannels_dst > 65535 || nsamples_dst > 65535) {
@@ -72,6 +79,7 @@ bool fusekit_q8_gemv_try(
     }
 
     fusekit_q8::Problem p{};
+    p.weights     = weights;
     p.x           = static_cast<const uint8_t *>(vx);
     p.gate        = static_cast<const uint8_t *>(fusion.gate);
     p.y           = static_cast<const uint8_t *>(vy);
@@ -97,6 +105,14 @@ bool fusekit_q8_gemv_try(
     p.sabotage      = 0;
 
     const int sm_count = ggml_cuda_info().devices[ggml_cuda_get_device()].nsm;
+    if (q4_0) {
+        // Two tiles in flight with their activations loaded per tile: a 35B expert row (K = 2048, 64 blocks)
+        // is two tiles, and the fewer registers let more CTAs share an SM.
+        const fusekit_q8::Launch l = fusekit_q8::plan<GgmlHooks, 2, true, 0, fusekit_q8::Weights::q4_0>(
+            p, int(nchannels_dst), int(nsamples_dst), sm_count);
+        ggml_cuda_kernel_launch(l.kernel, ggml_cuda_kernel_launch_params(l.grid, l.block, 0, stream), p);
+        return true;
+    }
     const fusekit_q8::Launch l = fusekit_q8::plan<GgmlHooks>(p, int(nchannels_dst), int(nsamples_dst), sm_count);
     ggml_cuda_kernel_launch(l.kernel, ggml_cuda_kernel_launch_params(l.grid, l.block, 0, stream), p);
     return true;

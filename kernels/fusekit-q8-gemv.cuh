@@ -1,4 +1,4 @@
-// fusekit fusion-5 (q8-gemv): Q8_0 weights x q8_1 activations at one token, with wide loads.
+// fusekit fusion-5 (q8-gemv): Q8_0 (and Q4_0) weights x q8_1 activations at one token, with wide loads.
 //
 // Device code only, free of ggml headers, so the same kernel runs in ggml (through
 // fusekit-q8-gemv.cu) and in the standalone check/timing program (q8_gemv_bench.cu).
@@ -13,6 +13,11 @@
 // Arithmetic per block: sumi = sum of 32 int8 x int8 products (exact, dp4a), then
 // d_x * d_y * sumi in fp32, as ggml's vec_dot_q8_0_q8_1_impl does per quarter block. Blocks are
 // summed in a different order than MMVQ, so results agree to fp32 rounding, not bit for bit.
+//
+// Q4_0 (fp16 d + 16 bytes of nibbles, 18 bytes) takes the same path: 8 blocks are 144 = 9 x 16 bytes,
+// a tile of 32 blocks is 36 loads of 16 bytes. Per block, with the q8_1 half2 (d_y, s_y = d_y * sum of
+// its quants): d_x * (d_y * sumi - 8 * s_y), the nibble offset of 8 folded in as ggml's
+// vec_dot_q4_0_q8_1_impl does (it subtracts it per half block, so the roundings differ slightly).
 #pragma once
 
 #include <cuda_fp16.h>
@@ -30,14 +35,25 @@ constexpr int kTileVecs      = kTileBytes / 16;             // 68 loads of 16 by
 constexpr int kVecsPerLane   = (kTileVecs + kWarp - 1) / kWarp;  // 3
 constexpr int kTileSmemBytes = kTileBytes + 16;         // the last lane's funnel shift reads one word past
 constexpr int kWarpsPerCta   = 8;
-constexpr int kRowAlignBlocks = 8;                      // 8 blocks = 272 bytes = 17 x 16
+constexpr int kRowAlignBlocks = 8;                      // 8 blocks = 272 bytes = 17 x 16 (Q4_0: 144 = 9 x 16)
+constexpr int kQ4BlockBytes  = 18;                      // Q4_0: fp16 d, uint8 qs[16] (low nibbles: values
+                                                        // 0-15, high nibbles: values 16-31)
+
+// The weight formats the kernel reads; the tile geometry follows from the block size.
+enum class Weights : int { q8_0 = 0, q4_0 };
+
+__host__ __device__ constexpr int block_bytes_of(Weights w) { return w == Weights::q4_0 ? kQ4BlockBytes : kXBlockBytes; }
+__host__ __device__ constexpr int tile_vecs_of(Weights w) { return kTileBlocks * block_bytes_of(w) / 16; }
+__host__ __device__ constexpr int vecs_per_lane_of(Weights w) { return (tile_vecs_of(w) + kWarp - 1) / kWarp; }
+__host__ __device__ constexpr int tile_smem_bytes_of(Weights w) { return kTileBlocks * block_bytes_of(w) + 16; }
 
 // What the epilogue needs besides the two sums; mirrors ggml's mm fusion arguments.
 enum class Glu : int { none = 0, swiglu, geglu, swiglu_oai, swiglu_clamp, mul };
 
 struct Problem {
-    const uint8_t * x;          // Q8_0 weights
-    const uint8_t * gate;       // Q8_0 gate weights with x's strides, or nullptr
+    Weights         weights;    // the format of x and gate (Weights::q8_0 when zero-initialised)
+    const uint8_t * x;          // Q8_0 or Q4_0 weights
+    const uint8_t * gate;       // gate weights of the same format with x's strides, or nullptr
     const uint8_t * y;          // q8_1 activations
     const int32_t * ids;        // MUL_MAT_ID expert ids for this token, or nullptr
     const float   * x_bias;     // or nullptr
@@ -47,7 +63,7 @@ struct Problem {
     float glu_limit;
     int   nblocks;              // blocks per row (K / 32), a multiple of kRowAlignBlocks
     int   nrows;
-    // Strides: x in Q8_0 blocks, y in q8_1 blocks, dst (and biases) in floats.
+    // Strides: x in weight blocks, y in q8_1 blocks, dst (and biases) in floats.
     int64_t row_x, channel_x, sample_x;
     int64_t channel_y, sample_y;
     int64_t channel_dst, sample_dst;
@@ -93,8 +109,8 @@ __host__ __device__ __forceinline__ int blocks_in_tile(int nblocks, int tile) {
     return tile < tile_count(nblocks) ? (rest < kTileBlocks ? rest : kTileBlocks) : 0;
 }
 
-__host__ __device__ __forceinline__ int vecs_in_tile(int nblocks, int tile) {
-    return blocks_in_tile(nblocks, tile) * kXBlockBytes / 16;  // exact: blocks come in eights
+__host__ __device__ __forceinline__ int vecs_in_tile(int nblocks, int tile, int block_bytes = kXBlockBytes) {
+    return blocks_in_tile(nblocks, tile) * block_bytes / 16;  // exact: blocks come in eights
 }
 
 // Blocks of a tile that enter the sum: all of them, or one fewer in a sabotage build.
@@ -117,6 +133,35 @@ __host__ __device__ __forceinline__ float block_dot(const uint8_t * tile, int la
     return dx * dy * (float) sumi;
 }
 
+// The same for a staged Q4_0 tile: lane's 16 nibble bytes as 4 funnel-shifted words; low nibbles meet
+// activation words 0-3, high nibbles words 4-7; sy is the q8_1 block's d * sum of its quants.
+__host__ __device__ __forceinline__ float block_dot_q4_0(const uint8_t * tile, int lane, const int * yq, float dy,
+                                                         float sy) {
+    const int     first = lane * kQ4BlockBytes;
+    const float   dx    = __half2float(*reinterpret_cast<const __half *>(tile + first));
+    const int     qbyte = first + 2;
+    const auto  * words = reinterpret_cast<const uint32_t *>(tile + (qbyte & ~3));
+    const int     shift = (qbyte & 3) * 8;
+    int sumi = 0;
+#pragma unroll
+    for (int i = 0; i < 4; ++i) {
+        const uint32_t w = funnel_right(words[i], words[i + 1], shift);
+        sumi = dot4_i8(int(w & 0x0F0F0F0Fu), yq[i], sumi);
+        sumi = dot4_i8(int((w >> 4) & 0x0F0F0F0Fu), yq[i + 4], sumi);
+    }
+    return dx * (dy * (float) sumi - 8.0f * sy);
+}
+
+template <Weights W>
+__host__ __device__ __forceinline__ float block_dot_of(const uint8_t * tile, int lane, const int * yq, float dy, float sy) {
+    if constexpr (W == Weights::q4_0) {
+        return block_dot_q4_0(tile, lane, yq, dy, sy);
+    } else {
+        (void) sy;
+        return block_dot(tile, lane, yq, dy);
+    }
+}
+
 // Hooks are a policy: ggml's glue passes ones built on ggml's own activation functions (so a fused
 // gate/up epilogue matches MMVQ's exactly) and on its programmatic-dependent-launch wait; the
 // standalone program passes these.
@@ -128,10 +173,13 @@ struct PlainHooks {
     }
 };
 
-// The q8_1 activation block of `tile` that `lane` multiplies: its scale and its 32 quants as 8 words.
-__device__ __forceinline__ void load_y_block(const uint8_t * yrow, int tile, int lane, int * yq, float & dy) {
+// The q8_1 activation block of `tile` that `lane` multiplies: its scale, its scaled sum and its 32 quants
+// as 8 words.
+__device__ __forceinline__ void load_y_block(const uint8_t * yrow, int tile, int lane, int * yq, float & dy, float & sy) {
     const uint8_t * yb = yrow + (int64_t) (tile * kTileBlocks + lane) * kYBlockBytes;
-    dy = __low2float(__ldg(reinterpret_cast<const half2 *>(yb)));
+    const float2    ds = __half22float2(__ldg(reinterpret_cast<const half2 *>(yb)));
+    dy = ds.x;
+    sy = ds.y;
 #pragma unroll
     for (int i = 0; i < 8; ++i) {
         yq[i] = __ldg(reinterpret_cast<const int *>(yb + 4) + i);
@@ -144,11 +192,15 @@ __device__ __forceinline__ void load_y_block(const uint8_t * yrow, int tile, int
 // tile's activations only when that tile is summed (fewer registers than holding UNROLL tiles of them), and
 // MIN_CTAS asks the compiler for registers that fit that many CTAs per SM (0: no request; a request of 1 is
 // not the same and took 136 registers instead of 128, one CTA per SM instead of two). ggml uses the defaults.
-template <int SPLIT, int UNROLL, bool GATE, class Hooks, bool Y_LATE = false, int MIN_CTAS = 0>
+// W is the weight format (p.weights must say the same).
+template <int SPLIT, int UNROLL, bool GATE, class Hooks, bool Y_LATE = false, int MIN_CTAS = 0, Weights W = Weights::q8_0>
 __global__ void __launch_bounds__(kWarp * kWarpsPerCta, MIN_CTAS)
 q8_gemv_kernel(const Problem p) {
-    constexpr int rows_per_cta = kWarpsPerCta / SPLIT;
-    __shared__ __align__(16) uint8_t stage[kWarpsPerCta][GATE ? 2 : 1][kTileSmemBytes];
+    constexpr int rows_per_cta  = kWarpsPerCta / SPLIT;
+    constexpr int block_bytes   = block_bytes_of(W);
+    constexpr int tile_vecs     = tile_vecs_of(W);
+    constexpr int vecs_per_lane = vecs_per_lane_of(W);
+    __shared__ __align__(16) uint8_t stage[kWarpsPerCta][GATE ? 2 : 1][tile_smem_bytes_of(W)];
     __shared__ float partial[kWarpsPerCta][2];
 
     const int lane        = threadIdx.x;
@@ -172,7 +224,7 @@ q8_gemv_kernel(const Problem p) {
 
     float acc = 0.0f, acc_gate = 0.0f;
     if (row < p.nrows) {
-        const int64_t xoff = (sample_x * p.sample_x + channel_x * p.channel_x + row * p.row_x) * kXBlockBytes;
+        const int64_t xoff = (sample_x * p.sample_x + channel_x * p.channel_x + row * p.row_x) * block_bytes;
         const uint4 * xrow = reinterpret_cast<const uint4 *>(p.x + xoff);
         const uint4 * grow = GATE ? reinterpret_cast<const uint4 *>(p.gate + xoff) : nullptr;
         const uint8_t * yrow = p.y + (sample_dst * p.sample_y + channel_y * p.channel_y) * kYBlockBytes;
@@ -180,22 +232,23 @@ q8_gemv_kernel(const Problem p) {
 
         for (int tile0 = slice; tile0 < ntiles; tile0 += SPLIT * UNROLL) {
             constexpr int YN = Y_LATE ? 1 : UNROLL;  // activation blocks held at once
-            uint4 xv[UNROLL][kVecsPerLane];
-            uint4 gv[UNROLL][kVecsPerLane];
+            uint4 xv[UNROLL][vecs_per_lane];
+            uint4 gv[UNROLL][vecs_per_lane];
             int   yq[YN][8];
             float dy[YN];
+            float sy[YN];
             // 1. the weight tiles, 16 bytes per load, UNROLL tiles ahead
 #pragma unroll
             for (int u = 0; u < UNROLL; ++u) {
                 const int tile  = tile0 + u * SPLIT;
-                const int nvecs = vecs_in_tile(p.nblocks, tile);
+                const int nvecs = vecs_in_tile(p.nblocks, tile, block_bytes);
 #pragma unroll
-                for (int v = 0; v < kVecsPerLane; ++v) {
+                for (int v = 0; v < vecs_per_lane; ++v) {
                     const int idx = lane + v * kWarp;
                     if (idx < nvecs) {
-                        xv[u][v] = load_stream(xrow + tile * kTileVecs + idx);
+                        xv[u][v] = load_stream(xrow + tile * tile_vecs + idx);
                         if constexpr (GATE) {
-                            gv[u][v] = load_stream(grow + tile * kTileVecs + idx);
+                            gv[u][v] = load_stream(grow + tile * tile_vecs + idx);
                         }
                     }
                 }
@@ -209,12 +262,7 @@ q8_gemv_kernel(const Problem p) {
                 for (int u = 0; u < UNROLL; ++u) {
                     const int tile = tile0 + u * SPLIT;
                     if (lane < blocks_in_tile(p.nblocks, tile)) {
-                        const uint8_t * yb = yrow + (int64_t) (tile * kTileBlocks + lane) * kYBlockBytes;
-                        dy[u] = __low2float(__ldg(reinterpret_cast<const half2 *>(yb)));
-#pragma unroll
-                        for (int i = 0; i < 8; ++i) {
-                            yq[u][i] = __ldg(reinterpret_cast<const int *>(yb + 4) + i);
-                        }
+                        load_y_block(yrow, tile, lane, yq[u], dy[u], sy[u]);
                     }
                 }
             }
@@ -226,9 +274,9 @@ q8_gemv_kernel(const Problem p) {
                     break;
                 }
                 const int nblk  = blocks_in_tile(p.nblocks, tile);
-                const int nvecs = vecs_in_tile(p.nblocks, tile);
+                const int nvecs = vecs_in_tile(p.nblocks, tile, block_bytes);
 #pragma unroll
-                for (int v = 0; v < kVecsPerLane; ++v) {
+                for (int v = 0; v < vecs_per_lane; ++v) {
                     const int idx = lane + v * kWarp;
                     if (idx < nvecs) {
                         reinterpret_cast<uint4 *>(stage[warp][0])[idx] = xv[u][v];
@@ -242,13 +290,13 @@ q8_gemv_kernel(const Problem p) {
                 const int yu    = Y_LATE ? 0 : u;
                 if constexpr (Y_LATE) {
                     if (lane < nblk) {
-                        load_y_block(yrow, tile, lane, yq[0], dy[0]);
+                        load_y_block(yrow, tile, lane, yq[0], dy[0], sy[0]);
                     }
                 }
                 if (lane < nused) {
-                    acc += block_dot(stage[warp][0], lane, yq[yu], dy[yu]);
+                    acc += block_dot_of<W>(stage[warp][0], lane, yq[yu], dy[yu], sy[yu]);
                     if constexpr (GATE) {
-                        acc_gate += block_dot(stage[warp][1], lane, yq[yu], dy[yu]);
+                        acc_gate += block_dot_of<W>(stage[warp][1], lane, yq[yu], dy[yu], sy[yu]);
                     }
                 }
                 __syncwarp();
@@ -317,13 +365,13 @@ inline int choose_split(int nrows, int nchannels, int nsamples, int nblocks, int
 
 using KernelFn = void (*)(Problem);
 
-template <int UNROLL, bool GATE, class Hooks, bool Y_LATE = false, int MIN_CTAS = 0>
+template <int UNROLL, bool GATE, class Hooks, bool Y_LATE = false, int MIN_CTAS = 0, Weights W = Weights::q8_0>
 inline KernelFn kernel_with_split(int split) {
     switch (split) {
-        case 1:  return q8_gemv_kernel<1, UNROLL, GATE, Hooks, Y_LATE, MIN_CTAS>;
-        case 2:  return q8_gemv_kernel<2, UNROLL, GATE, Hooks, Y_LATE, MIN_CTAS>;
-        case 4:  return q8_gemv_kernel<4, UNROLL, GATE, Hooks, Y_LATE, MIN_CTAS>;
-        default: return q8_gemv_kernel<8, UNROLL, GATE, Hooks, Y_LATE, MIN_CTAS>;
+        case 1:  return q8_gemv_kernel<1, UNROLL, GATE, Hooks, Y_LATE, MIN_CTAS, W>;
+        case 2:  return q8_gemv_kernel<2, UNROLL, GATE, Hooks, Y_LATE, MIN_CTAS, W>;
+        case 4:  return q8_gemv_kernel<4, UNROLL, GATE, Hooks, Y_LATE, MIN_CTAS, W>;
+        default: return q8_gemv_kernel<8, UNROLL, GATE, Hooks, Y_LATE, MIN_CTAS, W>;
     }
 }
 
@@ -335,34 +383,39 @@ struct Launch {
     dim3     block;
 };
 
-template <class Hooks = PlainHooks, int UNROLL = 4, bool Y_LATE = false, int MIN_CTAS = 0>
+// W must be p.weights (plan for one format instantiates only that format's kernels).
+template <class Hooks = PlainHooks, int UNROLL = 4, bool Y_LATE = false, int MIN_CTAS = 0, Weights W = Weights::q8_0>
 inline Launch plan(const Problem & p, int nchannels_dst, int nsamples_dst, int sm_count, int split = 0) {
     if (split <= 0) {
         split = choose_split(p.nrows, nchannels_dst, nsamples_dst, p.nblocks, sm_count);
     }
     const int rows_per_cta = kWarpsPerCta / split;
     Launch l;
-    l.kernel = p.gate ? kernel_with_split<UNROLL, true, Hooks, Y_LATE, MIN_CTAS>(split)
-                      : kernel_with_split<UNROLL, false, Hooks, Y_LATE, MIN_CTAS>(split);
+    l.kernel = p.weights != W ? nullptr
+             : p.gate         ? kernel_with_split<UNROLL, true, Hooks, Y_LATE, MIN_CTAS, W>(split)
+                              : kernel_with_split<UNROLL, false, Hooks, Y_LATE, MIN_CTAS, W>(split);
     l.grid   = dim3((p.nrows + rows_per_cta - 1) / rows_per_cta, nchannels_dst, nsamples_dst);
     l.block  = dim3(kWarp, kWarpsPerCta);
     return l;
 }
 
-// A plain launch (standalone program).
+// A plain launch (standalone program), for the format p.weights names.
 template <class Hooks = PlainHooks, int UNROLL = 4, bool Y_LATE = false, int MIN_CTAS = 0>
 inline cudaError_t launch(const Problem & p, int nchannels_dst, int nsamples_dst, int sm_count, cudaStream_t stream,
                           int split = 0) {
-    const Launch l = plan<Hooks, UNROLL, Y_LATE, MIN_CTAS>(p, nchannels_dst, nsamples_dst, sm_count, split);
+    const Launch l = p.weights == Weights::q4_0
+        ? plan<Hooks, UNROLL, Y_LATE, MIN_CTAS, Weights::q4_0>(p, nchannels_dst, nsamples_dst, sm_count, split)
+        : plan<Hooks, UNROLL, Y_LATE, MIN_CTAS, Weights::q8_0>(p, nchannels_dst, nsamples_dst, sm_count, split);
     l.kernel<<<l.grid, l.block, 0, stream>>>(p);
     return cudaGetLastError();
 }
 
-// The layout conditions the kernel needs; anything else stays on ggml's MMVQ.
+// The layout conditions the kernel needs; anything else stays on ggml's MMVQ. Strides in weight blocks.
 inline bool layout_fits(const void * x, const void * gate, int64_t ncols, int64_t row_x, int64_t channel_x,
-                        int64_t sample_x) {
+                        int64_t sample_x, Weights weights = Weights::q8_0) {
+    const int  block_bytes = block_bytes_of(weights);
     const auto aligned = [](const void * ptr) { return ptr == nullptr || (reinterpret_cast<uintptr_t>(ptr) % 16) == 0; };
-    const auto stride_ok = [](int64_t blocks) { return (blocks * kXBlockBytes) % 16 == 0; };
+    const auto stride_ok = [block_bytes](int64_t blocks) { return (blocks * block_bytes) % 16 == 0; };
     return ncols % (kRowAlignBlocks * kBlockValues) == 0 && aligned(x) && aligned(gate) && stride_ok(row_x) &&
            stride_ok(channel_x) && stride_ok(sample_x);
 }

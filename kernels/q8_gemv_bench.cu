@@ -1,11 +1,13 @@
-// Standalone check and timing of fusekit's one-token Q8_0 kernel (fusekit-q8-gemv.cuh), before ggml.
+// Standalone check and timing of fusekit's one-token Q8_0 / Q4_0 kernel (fusekit-q8-gemv.cuh), before ggml.
 //
 //   nvcc -O3 -std=c++17 -arch=sm_90 -o q8_gemv_bench kernels/q8_gemv_bench.cu
 //   ./q8_gemv_bench [--sabotage] [--json FILE]
 //
-// Check: random Q8_0 weights and q8_1 activations (fresh per shape, never zeros), output poisoned with
-// NaN before the launch, compared with a float64 reference of the same quantized data by
-// |out - ref| / |ref| (threshold 1e-5: fp32 sums of exact integer block dots). --sabotage runs the
+// Check: random Q8_0 or Q4_0 weights and q8_1 activations (fresh per shape, never zeros; the q8_1 sum
+// field is d * sum of the quants, rounded to half as ggml stores it), output poisoned with NaN before the
+// launch, compared with a float64 reference of the same quantized data (Q4_0: d_x * (d_y * sum(q * y) -
+// 8 * s_y) per block, the stored s_y) by ||out - ref|| / ||ref|| (threshold 1e-5: fp32 sums of exact
+// integer block dots). --sabotage runs the
 // kernel with its sabotage switch (drops one block per tile) and exits 0 only if every check FAILS.
 // Timing: CUDA events around 50 back-to-back launches, median of 15 such batches, rotating over
 // enough weight copies to exceed L2; beside it a plain 16-byte streaming read of the same bytes
@@ -26,9 +28,12 @@
 
 namespace {
 
+using fusekit_q8::Weights;
+
 struct Shape {
     int rows, k, experts, used;  // experts > 0: MUL_MAT_ID at one token with `used` experts
     const char * what;
+    Weights weights = Weights::q8_0;
 };
 
 const Shape kShapes[] = {
@@ -46,6 +51,11 @@ const Shape kShapes[] = {
     {512, 2048, 256, 8, "35B-A3B experts gate/up (id)"},
     {2048, 512, 256, 8, "35B-A3B experts down (id)"},
     {7, 1280, 0, 0, "edge: partial tile, few rows"},
+    {512, 2048, 256, 8, "35B-A3B experts gate/up q4_0 (id)", Weights::q4_0},
+    {2048, 512, 256, 8, "35B-A3B experts down q4_0 (id)", Weights::q4_0},
+    {4096, 14336, 0, 0, "Llama-3-8B MLP down q4_0", Weights::q4_0},
+    {248320, 2048, 0, 0, "35B-A3B output q4_0", Weights::q4_0},
+    {7, 1280, 0, 0, "edge q4_0: partial tile, few rows", Weights::q4_0},
 };
 
 uint16_t to_half_bits(float f) {
@@ -67,24 +77,42 @@ struct HostData {
     std::vector<double> ref;
 };
 
+// One weight block's value i (Q8_0: int8; Q4_0: the nibble, 0-15, of byte i % 16, low half first).
+int weight_quant(const uint8_t * block, int i, Weights w) {
+    if (w == Weights::q4_0) {
+        const uint8_t byte = block[2 + i % 16];
+        return i < 16 ? byte & 0x0F : byte >> 4;
+    }
+    return int8_t(block[2 + i]);
+}
+
 // Weights [experts or 1][rows][k/32 blocks], activations [used or 1][k/32 blocks], reference in float64.
 HostData make_data(const Shape & s, std::mt19937 & rng) {
     const int nb = s.k / 32, nmat = s.experts ? s.experts : 1, nact = s.experts ? s.used : 1;
+    const int bb = fusekit_q8::block_bytes_of(s.weights);
     HostData h;
-    h.x.resize(size_t(nmat) * s.rows * nb * 34);
+    h.x.resize(size_t(nmat) * s.rows * nb * bb);
     h.y.resize(size_t(nact) * nb * 36);
     std::uniform_int_distribution<int> q(-127, 127);
+    std::uniform_int_distribution<int> byte(0, 255);
     std::uniform_real_distribution<float> scale(0.2e-3f, 2e-3f);
-    for (size_t b = 0; b < h.x.size() / 34; ++b) {
+    for (size_t b = 0; b < h.x.size() / bb; ++b) {
         const uint16_t d = to_half_bits(scale(rng));
-        std::memcpy(&h.x[b * 34], &d, 2);
-        for (int i = 0; i < 32; ++i) h.x[b * 34 + 2 + i] = uint8_t(int8_t(q(rng)));
+        std::memcpy(&h.x[b * bb], &d, 2);
+        for (int i = 2; i < bb; ++i) h.x[b * bb + i] = s.weights == Weights::q4_0 ? uint8_t(byte(rng)) : uint8_t(int8_t(q(rng)));
     }
     for (size_t b = 0; b < h.y.size() / 36; ++b) {
-        const uint16_t d = to_half_bits(scale(rng) * 10), sum = 0;
+        const float    dy = scale(rng) * 10;
+        const uint16_t d  = to_half_bits(dy);
+        long           qsum = 0;
+        for (int i = 0; i < 32; ++i) {
+            const int v = q(rng);
+            qsum += v;
+            h.y[b * 36 + 4 + i] = uint8_t(int8_t(v));
+        }
+        const uint16_t sum = to_half_bits(from_half_bits(d) * float(qsum));  // as ggml stores it (rounded)
         std::memcpy(&h.y[b * 36], &d, 2);
         std::memcpy(&h.y[b * 36 + 2], &sum, 2);
-        for (int i = 0; i < 32; ++i) h.y[b * 36 + 4 + i] = uint8_t(int8_t(q(rng)));
     }
     std::vector<int> perm(nmat);
     for (int i = 0; i < nmat; ++i) perm[i] = i;
@@ -94,15 +122,17 @@ HostData make_data(const Shape & s, std::mt19937 & rng) {
     for (int j = 0; j < nact; ++j) {
         const uint8_t * yb = &h.y[size_t(j) * nb * 36];
         for (int r = 0; r < s.rows; ++r) {
-            const uint8_t * xr = &h.x[(size_t(h.ids[j]) * s.rows + r) * nb * 34];
+            const uint8_t * xr = &h.x[(size_t(h.ids[j]) * s.rows + r) * nb * bb];
             double acc = 0.0;
             for (int b = 0; b < nb; ++b) {
-                uint16_t dx, dy;
-                std::memcpy(&dx, xr + b * 34, 2);
+                uint16_t dx, dy, sy;
+                std::memcpy(&dx, xr + b * bb, 2);
                 std::memcpy(&dy, yb + b * 36, 2);
+                std::memcpy(&sy, yb + b * 36 + 2, 2);
                 long sumi = 0;
-                for (int i = 0; i < 32; ++i) sumi += long(int8_t(xr[b * 34 + 2 + i])) * int8_t(yb[b * 36 + 4 + i]);
-                acc += double(from_half_bits(dx)) * double(from_half_bits(dy)) * double(sumi);
+                for (int i = 0; i < 32; ++i) sumi += long(weight_quant(xr + b * bb, i, s.weights)) * int8_t(yb[b * 36 + 4 + i]);
+                const double offset = s.weights == Weights::q4_0 ? 8.0 * double(from_half_bits(sy)) : 0.0;
+                acc += double(from_half_bits(dx)) * (double(from_half_bits(dy)) * double(sumi) - offset);
             }
             h.ref[size_t(j) * s.rows + r] = acc;
         }
@@ -113,6 +143,7 @@ HostData make_data(const Shape & s, std::mt19937 & rng) {
 fusekit_q8::Problem problem_for(const Shape & s, const uint8_t * x, const uint8_t * y, const int32_t * ids, float * dst,
                                 int sabotage) {
     fusekit_q8::Problem p{};
+    p.weights = s.weights;
     p.x = x;
     p.y = y;
     p.ids = s.experts ? ids : nullptr;
@@ -158,6 +189,7 @@ const Experiment kExperiments[] = {
     {"late_u8_m2", run_experiment<true, 8, 2>},
     {"early_u4_m2", run_experiment<false, 4, 2>},
     {"late_u2_m4", run_experiment<true, 2, 4>},
+    {"late_u2", run_experiment<true, 2, 0>},  // ggml's choice for Q4_0 (fusion-5-q4-0 experiment)
 };
 
 }  // namespace
@@ -182,7 +214,7 @@ int main(int argc, char ** argv) {
     for (const Shape & s : kShapes) {
         HostData h = make_data(s, rng);
         const int nact = s.experts ? s.used : 1;
-        const size_t touched = size_t(nact) * s.rows * (s.k / 32) * 34;  // bytes the token reads
+        const size_t touched = size_t(nact) * s.rows * (s.k / 32) * fusekit_q8::block_bytes_of(s.weights);
         const int copies = int(std::min<size_t>(16, std::max<size_t>(1, 4 * l2 / h.x.size() + 1)));
         uint8_t * dx = nullptr;
         uint8_t * dy = nullptr;
@@ -268,10 +300,10 @@ int main(int argc, char ** argv) {
                     t_floor, t2, t4, t8, tbs, t4 > 0 ? 100.0 * t_floor / t4 : 0.0, ok ? "ok" : "WRONG");
         char row[1536];
         std::snprintf(row, sizeof row,
-                      "%s{\"what\": \"%s\", \"rows\": %d, \"k\": %d, \"experts\": %d, \"used\": %d, \"bytes\": %zu, "
+                      "%s{\"what\": \"%s\", \"weights\": \"%s\", \"rows\": %d, \"k\": %d, \"experts\": %d, \"used\": %d, \"bytes\": %zu, "
                       "\"split\": %d, \"rel_err\": %.3e, \"ok\": %s, \"floor_us\": %.3f, \"unroll2_us\": %.3f, "
                       "\"unroll4_us\": %.3f, \"unroll8_us\": %.3f, \"weight_copies\": %d, \"experiments\": {%s}}",
-                      &s == kShapes ? "" : ", ", s.what, s.rows, s.k, s.experts, s.used, touched, split,
+                      &s == kShapes ? "" : ", ", s.what, s.weights == Weights::q4_0 ? "q4_0" : "q8_0", s.rows, s.k, s.experts, s.used, touched, split,
                       std::isfinite(rel) ? rel : 1e300, ok ? "true" : "false", t_floor, t2, t4, t8, copies,
                       experiments.c_str());
         json += row;

@@ -1,9 +1,9 @@
-// Host-side check of fusekit's one-token Q8_0 kernel arithmetic, for machines without a GPU.
+// Host-side check of fusekit's one-token Q8_0 / Q4_0 kernel arithmetic, for machines without a GPU.
 //
 //   nvcc -O2 -std=c++17 -o q8_gemv_host_check kernels/q8_gemv_host_check.cu && ./q8_gemv_host_check [--sabotage]
 //
 // Runs, on the CPU, the kernel's own host-callable pieces (fusekit-q8-gemv.cuh: the tile schedule,
-// blocks_used, block_dot with its funnel-shifted reads, choose_split, layout_fits) in the kernel's
+// blocks_used, block_dot / block_dot_q4_0 with their funnel-shifted reads, choose_split, layout_fits) in the kernel's
 // data flow: each slice of a row walks its tiles UNROLL at a time, a tile is copied into a staging
 // buffer in 16-byte pieces (the buffer refilled with garbage first, so reading a byte nobody wrote
 // changes the result), then lane i takes block i. Rows are compared with a float64 reference of
@@ -23,34 +23,47 @@ namespace {
 using namespace fusekit_q8;
 
 struct Row {
-    std::vector<uint8_t> x;  // one Q8_0 row, 16-byte aligned storage
+    Weights              w;
+    std::vector<uint8_t> x;  // one Q8_0 or Q4_0 row, 16-byte aligned storage
     std::vector<uint8_t> y;  // q8_1 activations
     double ref = 0.0;
     double ref_abs = 0.0;  // sum of |block terms|: the scale of fp32 rounding in any summation order
 };
 
-Row make_row(int nblocks, std::mt19937 & rng) {
+// Q8_0: int8 quants; Q4_0: bytes of two nibbles (value i is the low nibble of byte i for i < 16, else the high
+// nibble of byte i - 16), taken as nibble - 8. The q8_1 sum field is d * sum of its quants, rounded to half.
+Row make_row(int nblocks, Weights w, std::mt19937 & rng) {
     std::uniform_int_distribution<int> q(-128, 127);
     std::uniform_real_distribution<float> scale(1e-4f, 4e-3f);
+    const int bb = block_bytes_of(w);
     Row r;
-    r.x.resize(size_t(nblocks) * kXBlockBytes);
+    r.w = w;
+    r.x.resize(size_t(nblocks) * bb);
     r.y.resize(size_t(nblocks) * kYBlockBytes);
     for (int b = 0; b < nblocks; ++b) {
         const __half dx = __float2half(scale(rng));
         const __half dy = __float2half(scale(rng) * 30.0f);
-        std::memcpy(&r.x[b * kXBlockBytes], &dx, 2);
+        std::memcpy(&r.x[b * bb], &dx, 2);
         std::memcpy(&r.y[b * kYBlockBytes], &dy, 2);
-        std::memset(&r.y[b * kYBlockBytes + 2], 0, 2);
-        long sumi = 0;
+        for (int i = 2; i < bb; ++i) {
+            r.x[b * bb + i] = uint8_t(q(rng));
+        }
+        long sumi = 0, ysum = 0;
         for (int i = 0; i < 32; ++i) {
-            const int8_t a = int8_t(q(rng)), c = int8_t(q(rng));
-            r.x[b * kXBlockBytes + 2 + i] = uint8_t(a);
+            const int8_t c = int8_t(q(rng));
             r.y[b * kYBlockBytes + 4 + i] = uint8_t(c);
+            ysum += c;
+            const uint8_t * qs = &r.x[b * bb + 2];
+            const int a = w == Weights::q4_0 ? (i < 16 ? qs[i] & 0x0F : qs[i - 16] >> 4) : int(int8_t(qs[i]));
             sumi += long(a) * c;
         }
-        const double term = double(__half2float(dx)) * double(__half2float(dy)) * double(sumi);
+        const __half sy = __float2half(__half2float(dy) * float(ysum));
+        std::memcpy(&r.y[b * kYBlockBytes + 2], &sy, 2);
+        const double offset = w == Weights::q4_0 ? 8.0 * double(__half2float(sy)) : 0.0;
+        const double term = double(__half2float(dx)) * (double(__half2float(dy)) * double(sumi) - offset);
         r.ref += term;
-        r.ref_abs += std::fabs(term);
+        r.ref_abs += std::fabs(double(__half2float(dx)) * double(__half2float(dy)) * double(sumi)) +
+                     std::fabs(double(__half2float(dx)) * offset);
     }
     return r;
 }
@@ -58,7 +71,8 @@ Row make_row(int nblocks, std::mt19937 & rng) {
 // The kernel's per-row data flow (q8_gemv_kernel), one row, SPLIT slices, UNROLL tiles at a time.
 template <int UNROLL>
 float emulate_row(const Row & r, int nblocks, int split, int sabotage, std::mt19937 & rng) {
-    alignas(16) uint8_t stage[kTileSmemBytes];
+    alignas(16) uint8_t stage[kTileSmemBytes];  // the larger of the two formats' tiles
+    const int bb = block_bytes_of(r.w), tile_bytes = kTileBlocks * bb, vecs_per_lane = vecs_per_lane_of(r.w);
     const int ntiles = tile_count(nblocks);
     float slice_sum[kWarpsPerCta] = {};
     for (int slice = 0; slice < split; ++slice) {
@@ -72,12 +86,12 @@ float emulate_row(const Row & r, int nblocks, int split, int sabotage, std::mt19
                 for (auto & byte : stage) {
                     byte = uint8_t(rng());
                 }
-                const int nvecs = vecs_in_tile(nblocks, tile);
+                const int nvecs = vecs_in_tile(nblocks, tile, bb);
                 for (int lane = 0; lane < kWarp; ++lane) {
-                    for (int v = 0; v < kVecsPerLane; ++v) {
+                    for (int v = 0; v < vecs_per_lane; ++v) {
                         const int idx = lane + v * kWarp;
                         if (idx < nvecs) {
-                            std::memcpy(stage + 16 * idx, r.x.data() + size_t(tile) * kTileBytes + 16 * idx, 16);
+                            std::memcpy(stage + 16 * idx, r.x.data() + size_t(tile) * tile_bytes + 16 * idx, 16);
                         }
                     }
                 }
@@ -86,9 +100,12 @@ float emulate_row(const Row & r, int nblocks, int split, int sabotage, std::mt19
                     const uint8_t * yb = r.y.data() + size_t(tile * kTileBlocks + lane) * kYBlockBytes;
                     int yq[8];
                     std::memcpy(yq, yb + 4, 32);
-                    __half dy;
+                    __half dy, sy;
                     std::memcpy(&dy, yb, 2);
-                    lane_acc[lane] += block_dot(stage, lane, yq, __half2float(dy));
+                    std::memcpy(&sy, yb + 2, 2);
+                    lane_acc[lane] += r.w == Weights::q4_0
+                        ? block_dot_of<Weights::q4_0>(stage, lane, yq, __half2float(dy), __half2float(sy))
+                        : block_dot_of<Weights::q8_0>(stage, lane, yq, __half2float(dy), __half2float(sy));
                 }
             }
         }
@@ -118,10 +135,11 @@ int main(int argc, char ** argv) {
     std::mt19937 rng(20261130u);
     int checks = 0, failures = 0, sum_checks = 0, sum_failures = 0;
     // K values: one partial tile, one full tile plus a partial one, the 35B and Llama shapes.
+    for (Weights w : {Weights::q8_0, Weights::q4_0})
     for (int k : {256, 768, 1024, 1280, 1536, 2048, 4096, 14336}) {
         const int nblocks = k / kBlockValues;
         for (int trial = 0; trial < 3; ++trial) {
-            const Row r = make_row(nblocks, rng);
+            const Row r = make_row(nblocks, w, rng);
             for (int split : {1, 2, 4, 8}) {
                 if (split > 1 && split > tile_count(nblocks)) {
                     continue;  // choose_split never gives a slice no tile
@@ -137,8 +155,8 @@ int main(int argc, char ** argv) {
                     failures += ok ? 0 : 1;
                     sum_failures += ok ? 0 : 1;
                     if (!ok && !sabotage) {
-                        std::printf("WRONG k=%d split=%d unroll=%d: %.9g vs %.9g (rel %.2e)\n", k, split, unroll, out,
-                                    r.ref, rel);
+                        std::printf("WRONG %s k=%d split=%d unroll=%d: %.9g vs %.9g (rel %.2e)\n",
+                                    w == Weights::q4_0 ? "q4_0" : "q8_0", k, split, unroll, out, r.ref, rel);
                     }
                 }
             }
@@ -164,7 +182,10 @@ int main(int argc, char ** argv) {
     const bool layouts_ok = layout_fits(buffer, nullptr, 2048, 64, 64 * 4096, 0) &&
                             !layout_fits(buffer + 2, nullptr, 2048, 64, 0, 0) &&
                             !layout_fits(buffer, nullptr, 2016, 63, 0, 0) && !layout_fits(buffer, nullptr, 2048, 65, 0, 0) &&
-                            !layout_fits(buffer, buffer + 8, 2048, 64, 0, 0);
+                            !layout_fits(buffer, buffer + 8, 2048, 64, 0, 0) &&
+                            layout_fits(buffer, nullptr, 2048, 64, 64 * 512, 0, Weights::q4_0) &&
+                            !layout_fits(buffer, nullptr, 2048, 65, 0, 0, Weights::q4_0) &&
+                            !layout_fits(buffer, nullptr, 2016, 63, 0, 0, Weights::q4_0);
     ++checks;
     failures += layouts_ok ? 0 : 1;
     if (sabotage) {

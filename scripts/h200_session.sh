@@ -12,6 +12,10 @@
 #   GPU 0: smoke (a short run of each variant), eval (each fusion alone and the stack vs stock, 35B preset), eval2 (second model), profiles A
 #   GPU 1: check (test-backend-ops, sabotage builds), race (bridge), profiles B
 # The single steps (check, eval, eval2, race, profile-a, profile-b, kernels, standalone) can also be run alone.
+# Besides the stack of every fusion, the stack with every experiment (patches/experiments/) on top is built,
+# checked, evaluated and profiled.
+# FOCUS="2 5" limits the fusion scripts (their builds, checks, races, standalone programs, single evals) to
+# those fusions; the stacks still hold every fusion. EVAL_FUSIONS="fusion-5" limits the single-fusion evals.
 # Never changes clocks or power settings; every step records them (results/clocks.csv).
 set -euo pipefail
 B=${1:?batch folder}; STEP=${2:?step}
@@ -34,9 +38,17 @@ for script in "${SCRIPTS[@]}"; do
   name=$(basename "$script" .sh); FUSIONS+=("fusion-${name#h200_fusion}")
 done
 STACK=$(IFS=+; echo "${FUSIONS[*]}")
+STACK_EXP=$STACK  # the stack with every experiment on top
+for experiment in "${EXPERIMENTS[@]}"; do STACK_EXP+="+${experiment#*+}"; done
+if [[ -n "${FOCUS:-}" ]]; then  # only these fusions' scripts (the stacks stay whole)
+  SCRIPTS=() FUSIONS=()
+  for n in $FOCUS; do SCRIPTS+=("$REPO/scripts/h200_fusion$n.sh"); FUSIONS+=("fusion-$n"); done
+fi
+read -r -a EVAL_FUSIONS <<<"${EVAL_FUSIONS:-${FUSIONS[*]}}"
 
 all_variants() {  # every script's variants, then the whole stack, without repeats
-  { for script in "${SCRIPTS[@]}"; do bash "$script" "$B" variants; done; echo "$STACK"; } | awk '!seen[$0]++'
+  { for script in "${SCRIPTS[@]}"; do bash "$script" "$B" variants; done; echo "$STACK"; echo "$STACK_EXP"; } \
+    | awk '!seen[$0]++'
 }
 
 each() {  # each STEP: run STEP of every fusion script, going on after a failure; non-zero if any failed
@@ -48,30 +60,21 @@ each() {  # each STEP: run STEP of every fusion script, going on after a failure
   return $failed
 }
 
-# A spec's variant label, by fusekit's own rule (fusekit.stack: canonical order, patch names).
-LABEL_OF_SPEC='from fusekit.registry import Registry
-from fusekit.stack import canonical, label_of, spec_entries
-def label(spec):
-    return label_of(canonical(spec_entries(spec, Registry.load())))'
-
-spec_label() {  # spec_label SPEC
-  use_fusekit
-  python3 -c "$LABEL_OF_SPEC"$'\nimport sys; print(label(sys.argv[1]))' "$1"
-}
-
-ok_variants() {  # the variants among "$@" whose build did not fail (results/builds.json) nor their smoke run
+ok_variants() {  # the variants among "$@" that were built (results/builds.json, without error) and passed their smoke run
   use_fusekit
   python3 -c "$LABEL_OF_SPEC"$'\n'"$(cat <<'PY'
 import json, sys
 try:
-    failed = {r["variant"] for r in json.load(open(sys.argv[1])) if "error" in r}
+    records = json.load(open(sys.argv[1]))
+    built = {r["variant"] for r in records if "error" not in r}
 except (OSError, ValueError):
-    failed = set()
+    built = None  # a single step run without the session's builds: take every variant
+failed = set()
 try:
-    failed |= {line.split()[0] for line in open(sys.argv[2]) if " fail " in line}
+    failed = {line.split()[0] for line in open(sys.argv[2]) if " fail " in line}
 except OSError:
     pass
-print(" ".join(v for v in sys.argv[3:] if label(v) not in failed))
+print(" ".join(v for v in sys.argv[3:] if label(v) not in failed and (built is None or label(v) in built)))
 PY
 )" "$B/results/builds.json" "$B/results/smoke.txt" "$@"
 }
@@ -157,6 +160,10 @@ case "$STEP" in
       tbo "stack-$op" pass "$ST" -o "$op"
     done
     tbo stack-disabled-MUL_MAT pass "$ST" GGML_CUDA_DISABLE_FUSION=1 -o MUL_MAT -p 'type_a=q8_0'
+    if [[ "$STACK_EXP" != "$STACK" ]]; then  # the experiments change the matrix products only
+      SE=$(bin_of "$(spec_label "$STACK_EXP")")
+      for op in MUL_MAT MUL_MAT_ID MUL_MAT_VEC_FUSION; do tbo "stack-experiments-$op" pass "$SE" -o "$op"; done
+    fi
     "$(bin_of stock)/test-backend-ops" perf -b CUDA0 -o GATED_DELTA_NET >"$B/results/tbo-perf-gdn-stock.txt" 2>&1 || true
     cat "$B/results/checks.txt" 2>/dev/null || true
     ;;
@@ -166,7 +173,7 @@ case "$STEP" in
   smoke)  # a short prompt and decode of each variant on the 35B preset: a crash keeps it out of the evals
     use_fusekit
     : >"$B/results/smoke.txt"
-    for spec in stock $(ok_variants "${FUSIONS[@]}" "$STACK" "${EXPERIMENTS[@]}"); do
+    for spec in stock $(ok_variants "${FUSIONS[@]}" "$STACK" "${EXPERIMENTS[@]}" "$STACK_EXP"); do
       rc=0 variant=$(spec_label "$spec")
       timeout 180 "$(bin_of "$variant")/llama-bench" -m "$BIG" -p 64 -n 16 -r 1 -ngl 99 -fa 1 -o csv \
         >"$B/logs/smoke-$variant.log" 2>&1 || rc=$?
@@ -177,16 +184,16 @@ case "$STEP" in
     ;;
   eval)
     # shellcheck disable=SC2046
-    session_eval "$(ok_variants "${FUSIONS[@]}" "$STACK" "${EXPERIMENTS[@]}")" "$BIG" all-35b --ppl --kl --ppl-ubatch 1  # the one-token kernels the fusions change
+    session_eval "$(ok_variants "${EVAL_FUSIONS[@]}" "$STACK" "${EXPERIMENTS[@]}" "$STACK_EXP")" "$BIG" all-35b --ppl --kl --ppl-ubatch 1  # the one-token kernels the fusions change
     ;;
   eval2)  # the second model (llama shapes, all Q8_0): the fusions that fire there, and the stack
-    PROMPTS=512 session_eval "$(ok_variants fusion-1 fusion-5 "$STACK" "${EXPERIMENTS[@]}")" "$SECOND" all-llama8b --ppl --kl --ppl-ubatch 1
+    PROMPTS=512 session_eval "$(ok_variants fusion-1 fusion-5 "$STACK" "${EXPERIMENTS[@]}" "$STACK_EXP")" "$SECOND" all-llama8b --ppl --kl --ppl-ubatch 1
     ;;
   profile-a)
-    for variant in $(ok_variants "$STACK" fusion-5); do session_profile "$variant" "$BIG"; done
+    for spec in $(ok_variants "$STACK_EXP" "$STACK" fusion-5); do session_profile "$spec" "$BIG"; done
     ;;
   profile-b)
-    for variant in $(ok_variants fusion-1 fusion-3 fusion-2); do session_profile "$variant" "$BIG"; done
+    for spec in $(ok_variants fusion-1 fusion-3 fusion-2 "${EXPERIMENTS[@]}"); do session_profile "$spec" "$BIG"; done
     ;;
   pack)
     session_pack "${3:?output folder}"

@@ -64,12 +64,24 @@ session_eval() {  # session_eval "VARIANT..." MODEL NAME [fusekit eval flags...]
   smi "eval $name"
 }
 
-session_profile() {  # session_profile VARIANT MODEL: fusekit profile records stock and VARIANT, compares them
-  local variant=$1 model=$2
+# A spec's variant label, by fusekit's own rule (fusekit.stack: canonical order, patch names).
+LABEL_OF_SPEC='from fusekit.registry import Registry
+from fusekit.stack import canonical, label_of, spec_entries
+def label(spec):
+    return label_of(canonical(spec_entries(spec, Registry.load())))'
+
+spec_label() {  # spec_label SPEC: fusion-5+/path/to/x.patch -> fusion-5+x
   use_fusekit
+  python3 -c "$LABEL_OF_SPEC"$'\nimport sys; print(label(sys.argv[1]))' "$1"
+}
+
+session_profile() {  # session_profile SPEC MODEL: fusekit profile records stock and SPEC, compares them (files by label)
+  local spec=$1 model=$2 variant
+  use_fusekit
+  variant=$(spec_label "$spec")
   smi "profile $variant"
   mkdir -p "$B/traces/$variant"
-  fusekit profile --variant "$variant" --model "$model" --decode 16 --out "$B/traces/$variant" \
+  fusekit profile --variant "$spec" --model "$model" --decode 16 --out "$B/traces/$variant" \
     --json "$B/results/profile-$variant-vs-stock.json" --csv "$B/results/profile-$variant-vs-stock.csv" 2>&1 \
     | tee "$B/logs/profile-$variant.log" | tail -n 40
   smi "profile $variant"
