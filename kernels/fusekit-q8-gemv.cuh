@@ -30,16 +30,14 @@ constexpr int kBlockValues   = 32;                      // values per Q8_0 / q8_
 constexpr int kXBlockBytes   = 34;                      // Q8_0: fp16 d, int8 qs[32]
 constexpr int kYBlockBytes   = 36;                      // q8_1: half2 (d, sum), int8 qs[32]
 constexpr int kTileBlocks    = kWarp;                   // one block per lane
-constexpr int kTileBytes     = kTileBlocks * kXBlockBytes;  // 1088
-constexpr int kTileVecs      = kTileBytes / 16;             // 68 loads of 16 bytes
-constexpr int kVecsPerLane   = (kTileVecs + kWarp - 1) / kWarp;  // 3
-constexpr int kTileSmemBytes = kTileBytes + 16;         // the last lane's funnel shift reads one word past
 constexpr int kWarpsPerCta   = 8;
 constexpr int kRowAlignBlocks = 8;                      // 8 blocks = 272 bytes = 17 x 16 (Q4_0: 144 = 9 x 16)
 constexpr int kQ4BlockBytes  = 18;                      // Q4_0: fp16 d, uint8 qs[16] (low nibbles: values
                                                         // 0-15, high nibbles: values 16-31)
 
-// The weight formats the kernel reads; the tile geometry follows from the block size.
+// The weight formats the kernel reads; the tile geometry follows from the block size (Q8_0: a tile is 1088
+// bytes, 68 loads of 16, 3 per lane; Q4_0: 576 bytes, 36 loads, 2 per lane). The staging buffer has 16 bytes
+// more: the last lane's funnel shift reads one word past the tile.
 enum class Weights : int { q8_0 = 0, q4_0 };
 
 __host__ __device__ constexpr int block_bytes_of(Weights w) { return w == Weights::q4_0 ? kQ4BlockBytes : kXBlockBytes; }
@@ -118,38 +116,45 @@ __host__ __device__ __forceinline__ int blocks_used(int nblk, int sabotage) {
     return sabotage ? nblk - 1 : nblk;
 }
 
+// Lane's block in a staged tile: its fp16 scale, and its quants as the aligned words that hold them with the
+// byte shift that funnel_right undoes (blocks are 2-byte aligned).
+struct StagedBlock {
+    float            d;
+    const uint32_t * words;
+    int              shift;
+};
+
+__host__ __device__ __forceinline__ StagedBlock staged_block(const uint8_t * tile, int lane, int block_bytes) {
+    const int first = lane * block_bytes;
+    const int qbyte = first + 2;
+    return {__half2float(*reinterpret_cast<const __half *>(tile + first)),
+            reinterpret_cast<const uint32_t *>(tile + (qbyte & ~3)), (qbyte & 3) * 8};
+}
+
 // The dot product of lane's block in a staged tile with its q8_1 activation block.
 __host__ __device__ __forceinline__ float block_dot(const uint8_t * tile, int lane, const int * yq, float dy) {
-    const int     first = lane * kXBlockBytes;
-    const float   dx    = __half2float(*reinterpret_cast<const __half *>(tile + first));
-    const int     qbyte = first + 2;
-    const auto  * words = reinterpret_cast<const uint32_t *>(tile + (qbyte & ~3));
-    const int     shift = (qbyte & 3) * 8;
+    const StagedBlock b = staged_block(tile, lane, kXBlockBytes);
     int sumi = 0;
 #pragma unroll
     for (int i = 0; i < 8; ++i) {
-        sumi = dot4_i8((int) funnel_right(words[i], words[i + 1], shift), yq[i], sumi);
+        sumi = dot4_i8((int) funnel_right(b.words[i], b.words[i + 1], b.shift), yq[i], sumi);
     }
-    return dx * dy * (float) sumi;
+    return b.d * dy * (float) sumi;
 }
 
 // The same for a staged Q4_0 tile: lane's 16 nibble bytes as 4 funnel-shifted words; low nibbles meet
 // activation words 0-3, high nibbles words 4-7; sy is the q8_1 block's d * sum of its quants.
 __host__ __device__ __forceinline__ float block_dot_q4_0(const uint8_t * tile, int lane, const int * yq, float dy,
                                                          float sy) {
-    const int     first = lane * kQ4BlockBytes;
-    const float   dx    = __half2float(*reinterpret_cast<const __half *>(tile + first));
-    const int     qbyte = first + 2;
-    const auto  * words = reinterpret_cast<const uint32_t *>(tile + (qbyte & ~3));
-    const int     shift = (qbyte & 3) * 8;
+    const StagedBlock b = staged_block(tile, lane, kQ4BlockBytes);
     int sumi = 0;
 #pragma unroll
     for (int i = 0; i < 4; ++i) {
-        const uint32_t w = funnel_right(words[i], words[i + 1], shift);
+        const uint32_t w = funnel_right(b.words[i], b.words[i + 1], b.shift);
         sumi = dot4_i8(int(w & 0x0F0F0F0Fu), yq[i], sumi);
         sumi = dot4_i8(int((w >> 4) & 0x0F0F0F0Fu), yq[i + 4], sumi);
     }
-    return dx * (dy * (float) sumi - 8.0f * sy);
+    return b.d * (dy * (float) sumi - 8.0f * sy);
 }
 
 template <Weights W>

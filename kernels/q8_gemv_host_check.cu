@@ -71,7 +71,7 @@ Row make_row(int nblocks, Weights w, std::mt19937 & rng) {
 // The kernel's per-row data flow (q8_gemv_kernel), one row, SPLIT slices, UNROLL tiles at a time.
 template <int UNROLL>
 float emulate_row(const Row & r, int nblocks, int split, int sabotage, std::mt19937 & rng) {
-    alignas(16) uint8_t stage[kTileSmemBytes];  // the larger of the two formats' tiles
+    alignas(16) uint8_t stage[tile_smem_bytes_of(Weights::q8_0)];  // the larger of the two formats' tiles
     const int bb = block_bytes_of(r.w), tile_bytes = kTileBlocks * bb, vecs_per_lane = vecs_per_lane_of(r.w);
     const int ntiles = tile_count(nblocks);
     float slice_sum[kWarpsPerCta] = {};
