@@ -179,15 +179,19 @@ struct PlainHooks {
 };
 
 // The q8_1 activation block of `tile` that `lane` multiplies: its scale, its scaled sum and its 32 quants
-// as 8 words.
+// as 8 words. Coherent loads (ld.global.ca), never the read-only path (__ldg, ld.global.nc): the quantize
+// kernel before this one writes y, and under programmatic dependent launch the non-coherent cache is outside
+// the memory model that the grid-dependency wait orders, so it can return what y held before (stale
+// activations: NaN log-probs in a one-token perplexity run on the H200, 2026-12-01).
 __device__ __forceinline__ void load_y_block(const uint8_t * yrow, int tile, int lane, int * yq, float & dy, float & sy) {
     const uint8_t * yb = yrow + (int64_t) (tile * kTileBlocks + lane) * kYBlockBytes;
-    const float2    ds = __half22float2(__ldg(reinterpret_cast<const half2 *>(yb)));
+    const unsigned  ds_bits = __ldca(reinterpret_cast<const unsigned *>(yb));
+    const float2    ds      = __half22float2(*reinterpret_cast<const half2 *>(&ds_bits));
     dy = ds.x;
     sy = ds.y;
 #pragma unroll
     for (int i = 0; i < 8; ++i) {
-        yq[i] = __ldg(reinterpret_cast<const int *>(yb + 4) + i);
+        yq[i] = __ldca(reinterpret_cast<const int *>(yb + 4) + i);
     }
 }
 
