@@ -14,6 +14,8 @@
 # The single steps (check, eval, eval2, race, profile-a, profile-b, kernels, standalone) can also be run alone.
 # Besides the stack of every fusion, the stack with every experiment (patches/experiments/) on top is built,
 # checked, evaluated and profiled.
+# GPU0_STEPS / GPU1_STEPS replace the two chains' steps (e.g. GPU1_STEPS="check-mm eval2" for a short session);
+# NO_SABOTAGE=1 builds no sabotage variant (for a session that runs no sabotage check).
 # FOCUS="2 5" limits the fusion scripts (their builds, checks, races, standalone programs, single evals) to
 # those fusions; the stacks still hold every fusion. EVAL_FUSIONS="fusion-5" limits the single-fusion evals.
 # Never changes clocks or power settings; every step records them (results/clocks.csv).
@@ -46,9 +48,9 @@ if [[ -n "${FOCUS:-}" ]]; then  # only these fusions' scripts (the stacks stay w
 fi
 read -r -a EVAL_FUSIONS <<<"${EVAL_FUSIONS:-${FUSIONS[*]}}"
 
-all_variants() {  # every script's variants, then the whole stack, without repeats
+all_variants() {  # every script's variants, then the whole stack, without repeats (and without sabotage: NO_SABOTAGE=1)
   { for script in "${SCRIPTS[@]}"; do bash "$script" "$B" variants; done; echo "$STACK"; echo "$STACK_EXP"; } \
-    | awk '!seen[$0]++'
+    | awk -v skip="${NO_SABOTAGE:-0}" '!seen[$0]++ && !(skip == 1 && /sabotage/)'
 }
 
 each() {  # each STEP: run STEP of every fusion script, going on after a failure; non-zero if any failed
@@ -124,11 +126,11 @@ case "$STEP" in
     wait "$standalone_pid" || true
     export NGPU
     if ((NGPU > 1)); then
-      { on_gpu 0 smoke; on_gpu 0 eval; on_gpu 0 eval2; on_gpu 0 profile-a; } &
-      { on_gpu 1 check; on_gpu 1 race; on_gpu 1 profile-b; } &
+      { for step in ${GPU0_STEPS:-smoke eval eval2 profile-a}; do on_gpu 0 "$step"; done; } &
+      { for step in ${GPU1_STEPS:-check race profile-b}; do on_gpu 1 "$step"; done; } &
       wait
     else
-      for step in smoke check eval race profile-a eval2 profile-b; do on_gpu 0 "$step"; done
+      for step in ${GPU0_STEPS:-smoke check eval race profile-a eval2 profile-b} ${GPU1_STEPS:-}; do on_gpu 0 "$step"; done
     fi
     echo "== $(date -u +%H:%M:%S) session done"
     ;;
@@ -165,6 +167,14 @@ case "$STEP" in
       for op in MUL_MAT MUL_MAT_ID MUL_MAT_VEC_FUSION; do tbo "stack-experiments-$op" pass "$SE" -o "$op"; done
     fi
     "$(bin_of stock)/test-backend-ops" perf -b CUDA0 -o GATED_DELTA_NET >"$B/results/tbo-perf-gdn-stock.txt" 2>&1 || true
+    cat "$B/results/checks.txt" 2>/dev/null || true
+    ;;
+  check-mm)  # the matrix-product ops only, on fusion-5 (if built), the stack and the stack with the experiments
+    use_fusekit
+    for spec in $(ok_variants fusion-5 "$STACK" "$STACK_EXP"); do
+      label=$(spec_label "$spec")
+      for op in MUL_MAT MUL_MAT_ID MUL_MAT_VEC_FUSION; do tbo "mm-$label-$op" pass "$(bin_of "$label")" -o "$op"; done
+    done
     cat "$B/results/checks.txt" 2>/dev/null || true
     ;;
   race)
@@ -211,6 +221,6 @@ case "$STEP" in
   variants)  # what start builds besides stock
     all_variants
     ;;
-  *) echo "unknown step $STEP (run poll pack smoke check eval eval2 race profile-a profile-b standalone kernels models variants)" >&2
+  *) echo "unknown step $STEP (run poll pack smoke check check-mm eval eval2 race profile-a profile-b standalone kernels models variants)" >&2
      exit 2 ;;
 esac
