@@ -3,8 +3,9 @@
 // ggml_cuda_mul_mat_vec_q calls fusekit_q8_gemv_try with the arguments it would give MMVQ; the call
 // returns false, and MMVQ runs as in stock, whenever the case is not ours: another type, more than one
 // token, an NVFP4 scale, a layout whose rows are not 16-byte aligned, or GGML_CUDA_DISABLE_FUSION set.
-// Q4_0 weights (the MoE experts of the 35B preset) take the same kernel only where kQ4_0Weights is on:
-// patches/experiments/fusion-5-q4-0.patch turns it on until a GPU session has measured it.
+// Q4_0 weights (the MoE experts of the 35B preset) take the same kernel only where kQ4_0Weights is on
+// (patches/experiments/fusion-5-q4-0.patch): on the H200 it was slower than MMVQ on those experts
+// (results/h200-2026-12-01-session6-ldg/), so fusion-5 leaves it off.
 #include "fusekit-q8-gemv-glue.cuh"
 
 #include "fusekit-q8-gemv.cuh"
@@ -105,15 +106,17 @@ bool fusekit_q8_gemv_try(
     p.sabotage      = 0;
 
     const int sm_count = ggml_cuda_info().devices[ggml_cuda_get_device()].nsm;
-    if (q4_0) {
-        // Two tiles in flight with their activations loaded per tile: a 35B expert row (K = 2048, 64 blocks)
-        // is two tiles, and the fewer registers let more CTAs share an SM.
-        const fusekit_q8::Launch l = fusekit_q8::plan<GgmlHooks, 2, true, 0, fusekit_q8::Weights::q4_0>(
-            p, int(nchannels_dst), int(nsamples_dst), sm_count);
-        ggml_cuda_kernel_launch(l.kernel, ggml_cuda_kernel_launch_params(l.grid, l.block, 0, stream), p);
-        return true;
-    }
-    const fusekit_q8::Launch l = fusekit_q8::plan<GgmlHooks>(p, int(nchannels_dst), int(nsamples_dst), sm_count);
+    // Two tiles in flight with their activations loaded per tile (the standalone experiments' winner,
+    // kernels/NOTES-q8-gemv.md), registers for 4 CTAs per SM without a gate and for 2 with one (108 registers).
+    // In ggml on the H200 a split-1 call took 7.95 us this way against 15.08 us with UNROLL=4 at one CTA per SM
+    // (results/h200-2026-12-01-session6-ldg/). Q4_0 rows (35B experts: K = 2048 is two tiles) take the same
+    // shape without a register cap.
+    const int  nchannels = int(nchannels_dst);
+    const int  nsamples  = int(nsamples_dst);
+    const fusekit_q8::Launch l =
+        q4_0   ? fusekit_q8::plan<GgmlHooks, 2, true, 0, fusekit_q8::Weights::q4_0>(p, nchannels, nsamples, sm_count)
+        : p.gate ? fusekit_q8::plan<GgmlHooks, 2, true, 2>(p, nchannels, nsamples, sm_count)
+                 : fusekit_q8::plan<GgmlHooks, 2, true, 4>(p, nchannels, nsamples, sm_count);
     ggml_cuda_kernel_launch(l.kernel, ggml_cuda_kernel_launch_params(l.grid, l.block, 0, stream), p);
     return true;
 }

@@ -23,10 +23,8 @@ export FUSEKIT_HOME=${FUSEKIT_HOME:-/tmp/fusekit-gpu} MODELS=${MODELS:-/tmp/fuse
 BIG=$MODELS/qwen3.6-35b-a3b.gguf
 LLAMA=$MODELS/llama-3-8b-q8_0.gguf  # second model: every matrix Q8_0, so the fusion covers nearly all weight bytes
 SABOTAGE=$REPO/tests/patches/sabotage-q8-gemv.patch
-EXPERIMENT=$REPO/patches/experiments/fusion-5-late-u2-m4.patch  # the standalone experiments' best launch shape
 Q4=$REPO/patches/experiments/fusion-5-q4-0.patch  # Q4_0 weights (the 35B preset's experts) on the same kernel
-VARIANTS=(fusion-5 "fusion-5+$SABOTAGE" "fusion-5+$EXPERIMENT" "fusion-5+$SABOTAGE+$EXPERIMENT" "fusion-5+$Q4"
-          "fusion-5+$SABOTAGE+$Q4")
+VARIANTS=(fusion-5 "fusion-5+$SABOTAGE" "fusion-5+$Q4" "fusion-5+$SABOTAGE+$Q4")
 mkdir -p "$B/results" "$B/logs" "$B/bin"
 # shellcheck source=host_env.sh
 source "$REPO/scripts/host_env.sh"  # use_fusekit, fusekit, bin_of, smi, tbo
@@ -58,16 +56,13 @@ case "$STEP" in
     for op in MUL_MAT MUL_MAT_ID MUL_MAT_VEC_FUSION; do tbo "fusion-5-$op" pass "$F5" -o "$op" -p "$Q8"; done  # all: stack
     for op in MUL_MAT MUL_MAT_ID MUL_MAT_VEC_FUSION; do tbo "fusion-5-sabotage-$op" fail "$SB" -o "$op" -p "$Q8"; done
     tbo fusion-5-sabotage-disabled-MUL_MAT pass "$SB" GGML_CUDA_DISABLE_FUSION=1 -o MUL_MAT -p "$Q8"
-    EX=$(bin_of "fusion-5+fusion-5-late-u2-m4"); EXSB=$(bin_of "fusion-5+sabotage-q8-gemv+fusion-5-late-u2-m4")
-    for op in MUL_MAT MUL_MAT_ID MUL_MAT_VEC_FUSION; do tbo "fusion-5-late-u2-$op" pass "$EX" -o "$op" -p "$Q8"; done
-    tbo fusion-5-late-u2-sabotage-MUL_MAT fail "$EXSB" -o MUL_MAT -p "$Q8"
     Q4B=$(bin_of "fusion-5+fusion-5-q4-0"); Q4SB=$(bin_of "fusion-5+sabotage-q8-gemv+fusion-5-q4-0")
     Q4F='type_a=q4_0|type=q4_0'
     for op in MUL_MAT MUL_MAT_ID MUL_MAT_VEC_FUSION; do tbo "fusion-5-q4-0-$op" pass "$Q4B" -o "$op" -p "$Q4F"; done
     for op in MUL_MAT MUL_MAT_ID MUL_MAT_VEC_FUSION; do tbo "fusion-5-q4-0-sabotage-$op" fail "$Q4SB" -o "$op" -p "$Q4F"; done
     tbo fusion-5-q4-0-sabotage-disabled-MUL_MAT_ID pass "$Q4SB" GGML_CUDA_DISABLE_FUSION=1 -o MUL_MAT_ID -p "$Q4F"
     echo "== test-backend-ops perf, q8_0 at one token"
-    for v in stock fusion-5 fusion-5+fusion-5-late-u2-m4; do
+    for v in stock fusion-5; do
       "$(bin_of "$v")/test-backend-ops" perf -b CUDA0 -o MUL_MAT -p 'type_a=q8_0,type_b=f32,m=[0-9]+,n=1,' \
         >"$B/results/tbo-perf-$v.txt" 2>&1 || true
     done
@@ -82,7 +77,6 @@ case "$STEP" in
     use_fusekit
     smi race
     python3 -m ggml_bridge mulmat --lib-dir "stock=$(bin_of stock)" --lib-dir "fusion-5=$(bin_of fusion-5)" \
-      --lib-dir "late-u2=$(bin_of fusion-5+fusion-5-late-u2-m4)" \
       --backend CUDA0 --types q8_0 --shapes seed --tokens 1,2,4,8 --check-tokens 1,2,3,8,64 \
       --out "$B/results/bench-mulmat-fusion-5.json" >"$B/results/bench-mulmat-fusion-5.txt" 2>"$B/logs/race.log" \
       || echo "race exit $?"
