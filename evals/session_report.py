@@ -497,19 +497,28 @@ def _race_summary(rows: list[list[str]], labels: list[str]) -> list[str]:
     return lines
 
 
+def _race_pair(cases: list[dict[str, Any]], labels: list[str]) -> list[str]:
+    """The first contender (stock) against one other: the summary, then one row per shape and token count."""
+    rows = [_race_row(case, labels) for case in cases]
+    headers = ["shape", "M×K", "tokens", f"{labels[0]} µs", f"{labels[1]} µs", "speed-up"]
+    headers += [f"{labels[0]} GB/s", f"{labels[1]} GB/s"]
+    return [*_race_summary(rows, labels), "", *_table(headers, rows)]
+
+
 def _race(folder: Path) -> list[str]:
-    """The single-kernel race of the first two contenders (stock first)."""
+    """The single-kernel race: the first contender (stock) against each of the others, in the run's order."""
     out = [f"## Single-kernel race (`{RACE}`)", ""]
     path = folder / RACE
     if not path.is_file():
         return [*out, *_skipped(RACE)]
     result = _result(path, "bench-mulmat")
-    payload, labels = result["payload"], [v["label"] for v in result["variants"]][:2]
+    payload, labels = result["payload"], [v["label"] for v in result["variants"]]
     if len(labels) < 2:
         return [*out, f"`{RACE}` has only one contender: nothing to race."]
     spec, roof = payload["spec"], payload.get("roofline") or {}
     out += [
-        f"{labels[0]} against {labels[1]} on {payload['device']['description']}, {', '.join(spec['types'])} weights; "
+        f"{labels[0]} against {', '.join(labels[1:])} on {payload['device']['description']}, "
+        f"{', '.join(spec['types'])} weights; "
         f"{spec['rounds']} rounds × {spec['reps']} graph runs; cache to defeat {payload['cache_bytes'] >> 20} MiB "
         f"({payload['cache_source']}).",
         f"Time per node = {payload['timing_includes']}.",
@@ -517,11 +526,10 @@ def _race(folder: Path) -> list[str]:
     if roof:
         copies = ", ".join(f"{label} {roof[label]['gb_s']:,.0f} GB/s" for label in labels if label in roof)
         out.append(f"Copy roofline (read + write) measured in the same run: {copies}.")
-    rows = [_race_row(case, labels) for case in payload["cases"]]
-    out += [*_race_summary(rows, labels), ""]
-    headers = ["shape", "M×K", "tokens", f"{labels[0]} µs", f"{labels[1]} µs", "speed-up"]
-    headers += [f"{labels[0]} GB/s", f"{labels[1]} GB/s"]
-    return [*out, *_table(headers, rows)]
+    out += _race_pair(payload["cases"], labels[:2])
+    for other in labels[2:]:
+        out += ["", f"### `{labels[0]}` against `{other}`", "", *_race_pair(payload["cases"], [labels[0], other])]
+    return out
 
 
 # ---------------------------------------------------------------- the page

@@ -105,3 +105,25 @@ def test_the_committed_report_is_current(monkeypatch: pytest.MonkeyPatch) -> Non
     monkeypatch.chdir(REPO)  # REPORT.md was generated with the folder given relative to the repository
     fresh = render_session(SESSION.relative_to(REPO))
     assert (SESSION / "REPORT.md").read_text() == fresh, "regenerate it with fusekit report --session ... -o ..."
+
+
+SESSIONS_WITH_REPORTS = sorted(
+    report.parent for report in (REPO / "results").glob("h200-*/REPORT.md") if "session" in report.parent.name
+)
+
+
+@pytest.mark.parametrize("folder", SESSIONS_WITH_REPORTS, ids=lambda p: p.name)
+def test_every_committed_session_report_is_current(monkeypatch: pytest.MonkeyPatch, folder: Path) -> None:
+    monkeypatch.chdir(REPO)
+    fresh = render_session(folder.relative_to(REPO))
+    assert (folder / "REPORT.md").read_text() == fresh, "regenerate it with fusekit report --session ... -o ..."
+
+
+def test_a_race_of_three_contenders_renders_each_against_stock() -> None:
+    """Session 6 raced stock, fusion-5 and late-u2: the second pair gets its own section and rows."""
+    text = render_session(REPO / "results" / "h200-2026-12-01-session6-ldg")
+    race = text[text.index("## Single-kernel race") :]
+    assert "stock against fusion-5, late-u2 on" in race
+    extra = race[race.index("### `stock` against `late-u2`") :]
+    assert "late-u2 overall: faster in" in extra
+    assert "| Llama-3-8B: output (vocab) | 128256×4096 | 1 | 180.15 | 140.35 | 1.284 |" in extra
