@@ -130,7 +130,7 @@ case "$STEP" in
       { for step in ${GPU1_STEPS:-check race profile-b}; do on_gpu 1 "$step"; done; } &
       wait
     else
-      for step in ${GPU0_STEPS:-smoke check eval race profile-a eval2 profile-b} ${GPU1_STEPS:-}; do on_gpu 0 "$step"; done
+      for step in ${GPU0_STEPS:-smoke eval check race profile-a eval2 profile-b} ${GPU1_STEPS:-}; do on_gpu 0 "$step"; done  # the 35B eval first: it answers the most
     fi
     echo "== $(date -u +%H:%M:%S) session done"
     ;;
