@@ -84,10 +84,22 @@ def new_result(kind: str, command: list[str] | None = None) -> dict[str, Any]:
 
 
 def write_result(result: dict[str, Any], path: Path) -> Path:
+    """Write ``result`` atomically: a complete, synced temporary file in the same folder, then os.replace.
+
+    A process killed at any point leaves either the previous file or the new one, never a torn one.
+    """
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_suffix(path.suffix + ".tmp")
-    tmp.write_text(json.dumps(result, indent=2, sort_keys=True, default=str) + "\n")
-    os.replace(tmp, path)
+    text = json.dumps(result, indent=2, sort_keys=True, default=str) + "\n"
+    try:
+        with open(tmp, "w") as handle:
+            handle.write(text)
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
     return path
 
 
