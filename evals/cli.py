@@ -20,12 +20,13 @@ from fusekit.workspace import Workspace
 
 from .arms import arm_name, split_arm
 from .baseline_report import render_baseline
+from .checkpoint import PARTIAL_SUFFIX, Checkpoint, partial_path, run_checkpointed
 from .corpus import resolve_corpus
 from .llamabench import BenchSettings
 from .models import resolve_model
 from .perplexity import PplSettings
 from .report import render, render_many, speed_plot
-from .results import new_result, read_result, write_result
+from .results import new_result, read_result
 from .runner import EvalSettings, Side, default_threads, run_eval
 from .session_report import render_session
 from .textgen import DEFAULT_PROMPTS, TextSettings
@@ -116,8 +117,12 @@ def eval_cmd(ctx: click.Context, specs: tuple[str, ...], **opts) -> None:
 
 
 def evaluate(ws: Workspace, specs: list[str], opts: dict) -> tuple[dict, Path]:
-    """Resolve and build the variants, run the checks, write the result; return it and its path."""
+    """Resolve and build the variants, run the checks, write the result; return it and its path.
+
+    The result so far is checkpointed next to the final path (evals.checkpoint) while the checks run.
+    """
     ws.require_init()
+    final = result_path(ws, opts["json_path"])
     threads = opts["threads"] or default_threads()
     gpu_layers = 99 if opts["backend"] == "cuda" else 0
     settings = EvalSettings(
@@ -165,10 +170,22 @@ def evaluate(ws: Workspace, specs: list[str], opts: dict) -> tuple[dict, Path]:
             note(f"{side.name} patches only backends a {settings.backend} build does not compile: identical code")
     result["inputs"] = {"model": model.describe(), "corpus": corpus.describe() if corpus else None}
     kl_base = opts["kl_base"].expanduser().resolve() if opts["kl_base"] else None
-    result["payload"] = run_eval(sides, model, corpus, settings, ws.cache, kl_base, note)
-    result["finished"] = _dt.datetime.now(_dt.UTC).isoformat(timespec="seconds")
-    path = write_result(result, opts["json_path"] or default_result_path(ws))
+
+    def run(save: Checkpoint) -> dict:
+        return run_eval(sides, model, corpus, settings, ws.cache, kl_base, note, save)
+
+    path = run_checkpointed(result, final, run)
     return result, path
+
+
+def result_path(ws: Workspace, given: Path | None) -> Path:
+    """Where the result goes (``--json`` or the default); its checkpoints go next to it."""
+    path = given or default_result_path(ws)
+    if path.name.endswith(PARTIAL_SUFFIX):
+        raise FusekitError(f"--json {path}: names ending in {PARTIAL_SUFFIX} are kept for an eval's checkpoints")
+    if partial_path(path).exists():
+        note(f"{partial_path(path)} (an earlier eval's partial result) is replaced at this eval's first checkpoint")
+    return path
 
 
 @click.command("report")

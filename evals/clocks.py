@@ -88,6 +88,6 @@ class ClockSampler:
             "sampled": self.active,
             "interval_ms": INTERVAL_MS if self.active else None,
             "query": list(QUERY),
-            "samples": self.samples,
+            "samples": list(self.samples),  # a copy: the reader thread keeps appending
             "errors": self.errors[:20],
         }

@@ -23,6 +23,7 @@ from fusekit.variants import Variant
 
 from . import klbase
 from .arms import arm_name, with_env
+from .checkpoint import Checkpoint
 from .clocks import ClockSampler
 from .corpus import Corpus
 from .coverage import uncompiled_only, variant_paths
@@ -107,9 +108,23 @@ def interleaved(sides: list[Side], rounds: int) -> list[tuple[int, Side]]:
     return order
 
 
-def run_speed(sides: list[Side], model: Model, settings: EvalSettings, clocks: ClockSampler, progress: Progress):
-    """llama-bench per side per round; per test: samples per side and the ratio of each variant to stock."""
+SpeedCheckpoint = Callable[[dict[str, Any], int], None]
+
+
+def run_speed(
+    sides: list[Side],
+    model: Model,
+    settings: EvalSettings,
+    clocks: ClockSampler,
+    progress: Progress,
+    on_round: SpeedCheckpoint | None = None,
+) -> dict[str, Any]:
+    """llama-bench per side per round; per test: samples per side and the ratio of each variant to stock.
+
+    ``on_round`` gets the speed payload of the rounds finished so far (and their count) after each round.
+    """
     runs = []
+    names = [side.name for side in sides]
     plan = interleaved(sides, settings.rounds)
     for index, (rnd, side) in enumerate(plan, 1):
         progress(f"tok/s: run {index}/{len(plan)} ({side.name}, round {rnd + 1})")
@@ -118,6 +133,13 @@ def run_speed(sides: list[Side], model: Model, settings: EvalSettings, clocks: C
         run = run_tool(side.command(cmd), f"llama-bench ({side.name})")
         clocks.tag = ""
         runs.append({"side": side.name, "round": rnd, "run": run.record(), "tests": parse_bench_json(run.stdout)})
+        if on_round is not None and index % len(sides) == 0:
+            on_round(speed_payload(runs, names, rnd + 1), rnd + 1)
+    return speed_payload(runs, names, settings.rounds)
+
+
+def speed_payload(runs: list[dict[str, Any]], names: list[str], rounds: int) -> dict[str, Any]:
+    """The speed payload of ``runs`` (``rounds`` complete rounds; ``names``: stock first, then the variants)."""
     samples: dict[str, dict[str, list[float]]] = {}
     per_process: dict[str, dict[str, list[float]]] = {}  # median t/s of each process, to see drift between them
     groups: dict[str, dict[str, list[list[float]]]] = {}  # the samples of each process, kept apart
@@ -127,26 +149,26 @@ def run_speed(sides: list[Side], model: Model, settings: EvalSettings, clocks: C
             groups.setdefault(test["test"], {}).setdefault(run["side"], []).append(list(test["samples_ts"]))
             median = float(np.median(test["samples_ts"]))
             per_process.setdefault(test["test"], {}).setdefault(run["side"], []).append(median)
-    stock = sides[0].name
+    stock = names[0]
     summary = []
     for test in samples:
-        for side in sides[1:]:
-            est = grouped_ratio_estimate(groups[test][stock], groups[test][side.name])
+        for name in names[1:]:
+            est = grouped_ratio_estimate(groups[test][stock], groups[test][name])
             summary.append(
                 {
                     "test": test,
-                    "variant": side.name,
+                    "variant": name,
                     **asdict(est),
                     "verdict": est.verdict,
                     "half_width": est.half_width,
                     "resolves_1pct": est.resolves_one_percent,
-                    "rounds": settings.rounds,
-                    "rounds_for_1pct": rounds_needed(est, settings.rounds),
+                    "rounds": rounds,
+                    "rounds_for_1pct": rounds_needed(est, rounds),
                     "interval_method": INTERVAL_METHOD,
-                    "process_spread": max(_spread(per_process[test][name]) for name in (stock, side.name)),
+                    "process_spread": max(_spread(per_process[test][n]) for n in (stock, name)),
                 }
             )
-    return {"runs": runs, "samples_ts": samples, "summary": summary}
+    return {"runs": list(runs), "samples_ts": samples, "summary": summary}
 
 
 def _spread(values: list[float]) -> float:
@@ -276,12 +298,26 @@ def run_eval(
     cache: Path,
     kl_base: Path | None,
     progress: Progress,
+    checkpoint: Checkpoint | None = None,
 ) -> dict[str, Any]:
-    """Every requested check; the payload of an eval result."""
+    """Every requested check; the payload of an eval result.
+
+    ``checkpoint`` gets the payload so far and what was just completed ("quality", "text",
+    "speed round k of n") after each phase and each speed round.
+    """
     payload: dict[str, Any] = {"settings": settings.describe(), "timings": {}}
     scratch = cache / "eval-scratch"
     scratch.mkdir(parents=True, exist_ok=True)
     started = time.monotonic()
+
+    def save(completed: str, speed_s: float | None = None, **parts: Any) -> None:
+        """Hand ``checkpoint`` the payload so far, with ``parts`` of the phase in progress."""
+        if checkpoint is None:
+            return
+        timings = {**payload["timings"], **({"speed_s": speed_s} if speed_s is not None else {})}
+        timings["total_s"] = time.monotonic() - started
+        checkpoint({**payload, **parts, "timings": timings}, completed)
+
     # Quality first: a bad corpus or a crashing tool stops the eval before minutes of timing.
     if settings.ppl or settings.kl:
         if corpus is None:
@@ -289,14 +325,21 @@ def run_eval(
         t0 = time.monotonic()
         payload["quality"] = run_quality(sides, model, corpus, settings, cache, kl_base, scratch, progress)
         payload["timings"]["quality_s"] = time.monotonic() - t0
+        save("quality")
     if settings.text:
         t0 = time.monotonic()
         payload["text"] = run_text(sides, model, settings.textgen, progress)
         payload["timings"]["text_s"] = time.monotonic() - t0
+        save("text")
     with ClockSampler(enabled=settings.backend == "cuda") as clocks:
         if settings.speed:
             t0 = time.monotonic()
-            payload["speed"] = run_speed(sides, model, settings, clocks, progress)
+
+            def speed_round(speed: dict[str, Any], done: int) -> None:
+                what = f"speed round {done} of {settings.rounds}"
+                save(what, time.monotonic() - t0, speed=speed, clocks=clocks.record())
+
+            payload["speed"] = run_speed(sides, model, settings, clocks, progress, speed_round)
             payload["timings"]["speed_s"] = time.monotonic() - t0
     payload["clocks"] = clocks.record()
     payload["timings"]["total_s"] = time.monotonic() - started
