@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -11,6 +12,7 @@ if TYPE_CHECKING:
 from .stats import RESOLVE, paired_rounds_estimate, round_pairs
 
 FEW_SAMPLES = 5
+SPEED_ROUND = re.compile(r"speed round (?P<k>\d+) of (?P<n>\d+)")  # evals.runner's names of speed checkpoints
 KL_HEADLINE = ("Mean KLD", "99.0% KLD", "Maximum KLD", "RMS Δp", "Same top p")
 
 
@@ -170,13 +172,45 @@ def text_frame(result: dict[str, Any]) -> pd.DataFrame:
     return _pandas().DataFrame(rows)
 
 
+def partial_text(partial: dict[str, Any]) -> str:
+    """What a partial result holds, one line: "completed quality, text, speed rounds 1-2 of 3; stopped by: ..."."""
+    parts: list[str] = []
+    rounds: list[int] = []
+    of = ""
+    for step in partial.get("completed", []):
+        match = SPEED_ROUND.fullmatch(step)
+        if match:
+            rounds.append(int(match["k"]))
+            of = match["n"]
+            continue
+        parts.append(step)
+    if rounds:
+        span = f"rounds {min(rounds)}-{max(rounds)}" if len(rounds) > 1 else f"round {rounds[0]}"
+        parts.append(f"speed {span} of {of}")
+    stopped = partial.get("stopped_by") or "not recorded (the process was killed, or is still running)"
+    return f"completed {', '.join(parts) or 'nothing'}; stopped by: {stopped}"
+
+
+def _partial_lines(result: dict[str, Any]) -> list[str]:
+    """The warning a partial result opens with (nothing for a complete one)."""
+    if "partial" not in result:
+        return []
+    return [
+        f"**Partial result: {partial_text(result['partial'])}.** The eval did not finish: only its completed "
+        "checks are shown, and speed comes from the completed rounds.",
+        "",
+    ]
+
+
 def _header(result: dict[str, Any], path: str | None) -> list[str]:
     payload = result["payload"]
     machine = result["machine"]
     gpus = ", ".join(f"{g.get('name')} (driver {g.get('driver_version')})" for g in machine.get("gpus", [])) or "none"
+    title = "Partial eval" if "partial" in result else "Eval"
     lines = [
-        f"## Eval {result['created']}" + (f" ({path})" if path else ""),
+        f"## {title} {result['created']}" + (f" ({path})" if path else ""),
         "",
+        *_partial_lines(result),
         f"- fusekit {result['fusekit_version']}, llama.cpp {result['llama_cpp']['commit'][:10]}, "
         f"backend {payload['settings']['backend']}",
         f"- machine: {machine['cpu']} ({machine['cores']} cores), GPUs: {gpus}",
@@ -198,6 +232,15 @@ def _header(result: dict[str, Any], path: str | None) -> list[str]:
     return lines
 
 
+def _rounds_text(result: dict[str, Any]) -> str:
+    """The rounds of the speed check: "3", or "2 of 3" for a partial result."""
+    rounds = result["payload"]["settings"]["rounds"]
+    if "partial" not in result:
+        return str(rounds)
+    done = len({run["round"] for run in result["payload"]["speed"].get("runs", [])})
+    return f"{done} of {rounds}"
+
+
 def render(result: dict[str, Any], path: str | None = None) -> str:
     """The Markdown of one eval result: a header and one table per check."""
     out = _header(result, path)
@@ -213,7 +256,7 @@ def render(result: dict[str, Any], path: str | None = None) -> str:
             continue
         out += ["", f"### {title}", "", markdown_table(frame)]
     if "speed" in result["payload"]:
-        rounds = result["payload"]["settings"]["rounds"]
+        rounds = _rounds_text(result)
         reps = result["payload"]["settings"]["bench"]["repetitions"]
         out += [
             "",

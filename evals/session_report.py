@@ -20,6 +20,7 @@ from fusekit.errors import FusekitError
 from ggml_bridge.report import check_counts, expected_to_fail
 
 from .baseline_report import fmt_us
+from .checkpoint import final_name_of
 from .profile.categories import CATEGORIES, categorize
 from .report import render as render_eval
 from .results import read_result
@@ -449,12 +450,21 @@ def _profiles(folder: Path) -> list[str]:
 
 
 def _evals(folder: Path) -> list[str]:
-    """Each eval result, rendered by evals.report (the same tables `fusekit report FILE` prints)."""
+    """Each eval result, rendered by evals.report (the same tables `fusekit report FILE` prints).
+
+    A partial result (``eval-x.partial.json``, an eval that did not finish) is rendered as such, unless
+    the final ``eval-x.json`` is here too: then only the final one is.
+    """
     out = ["## Speed and quality", ""]
     paths = sorted(folder.glob("eval-*.json"))
     if not paths:
         return [*out, "_No `eval-*.json` in this folder: section skipped._"]
+    names = {path.name for path in paths}
     for path in paths:
+        final = final_name_of(path)
+        if final in names:
+            out += [f"_`{path.name}` left out: the finished eval's `{final}` is here._", ""]
+            continue
         out += [render_eval(_result(path, "eval"), path.name).rstrip("\n"), ""]
     return out[:-1]
 
