@@ -113,10 +113,10 @@ bool fusekit_q8_gemv_try(
     // shape without a register cap.
     const int  nchannels = int(nchannels_dst);
     const int  nsamples  = int(nsamples_dst);
-    const fusekit_q8::Launch l =
-        q4_0   ? fusekit_q8::plan<GgmlHooks, 2, true, 0, fusekit_q8::Weights::q4_0>(p, nchannels, nsamples, sm_count)
-        : p.gate ? fusekit_q8::plan<GgmlHooks, 2, true, 2>(p, nchannels, nsamples, sm_count)
-                 : fusekit_q8::plan<GgmlHooks, 2, true, 4>(p, nchannels, nsamples, sm_count);
+    using fusekit_q8::Weights;
+    const fusekit_q8::Launch l = q4_0
+        ? fusekit_q8::plan<GgmlHooks, 2, true, 0, Weights::q4_0>(p, nchannels, nsamples, sm_count)
+        : fusekit_q8::plan<GgmlHooks, 2, true, 4, Weights::q8_0, 2>(p, nchannels, nsamples, sm_count);
     ggml_cuda_kernel_launch(l.kernel, ggml_cuda_kernel_launch_params(l.grid, l.block, 0, stream), p);
     return true;
 }

@@ -392,8 +392,10 @@ struct Launch {
     dim3     block;
 };
 
-// W must be p.weights (plan for one format instantiates only that format's kernels).
-template <class Hooks = PlainHooks, int UNROLL = 4, bool Y_LATE = false, int MIN_CTAS = 0, Weights W = Weights::q8_0>
+// W must be p.weights (plan for one format instantiates only that format's kernels). MIN_CTAS_GATE is the
+// register request of the gate/up kernel, which holds twice the weights in flight (default: MIN_CTAS).
+template <class Hooks = PlainHooks, int UNROLL = 4, bool Y_LATE = false, int MIN_CTAS = 0, Weights W = Weights::q8_0,
+          int MIN_CTAS_GATE = MIN_CTAS>
 inline Launch plan(const Problem & p, int nchannels_dst, int nsamples_dst, int sm_count, int split = 0) {
     if (split <= 0) {
         split = choose_split(p.nrows, nchannels_dst, nsamples_dst, p.nblocks, sm_count);
@@ -401,7 +403,7 @@ inline Launch plan(const Problem & p, int nchannels_dst, int nsamples_dst, int s
     const int rows_per_cta = kWarpsPerCta / split;
     Launch l;
     l.kernel = p.weights != W ? nullptr
-             : p.gate         ? kernel_with_split<UNROLL, true, Hooks, Y_LATE, MIN_CTAS, W>(split)
+             : p.gate         ? kernel_with_split<UNROLL, true, Hooks, Y_LATE, MIN_CTAS_GATE, W>(split)
                               : kernel_with_split<UNROLL, false, Hooks, Y_LATE, MIN_CTAS, W>(split);
     l.grid   = dim3((p.nrows + rows_per_cta - 1) / rows_per_cta, nchannels_dst, nsamples_dst);
     l.block  = dim3(kWarp, kWarpsPerCta);

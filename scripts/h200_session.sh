@@ -53,6 +53,11 @@ all_variants() {  # every script's variants, then the whole stack, without repea
     | awk -v skip="${NO_SABOTAGE:-0}" '!seen[$0]++ && !(skip == 1 && /sabotage/)'
 }
 
+tbo_matrix_products() {  # tbo_matrix_products NAME BIN: the three matrix-product ops must pass on BIN
+  local op
+  for op in MUL_MAT MUL_MAT_ID MUL_MAT_VEC_FUSION; do tbo "$1-$op" pass "$2" -o "$op"; done
+}
+
 each() {  # each STEP: run STEP of every fusion script, going on after a failure; non-zero if any failed
   local step=$1 failed=0 script
   for script in "${SCRIPTS[@]}"; do
@@ -164,7 +169,7 @@ case "$STEP" in
     tbo stack-disabled-MUL_MAT pass "$ST" GGML_CUDA_DISABLE_FUSION=1 -o MUL_MAT -p 'type_a=q8_0'
     if [[ "$STACK_EXP" != "$STACK" ]]; then  # the experiments change the matrix products only
       SE=$(bin_of "$(spec_label "$STACK_EXP")")
-      for op in MUL_MAT MUL_MAT_ID MUL_MAT_VEC_FUSION; do tbo "stack-experiments-$op" pass "$SE" -o "$op"; done
+      tbo_matrix_products stack-experiments "$SE"
     fi
     "$(bin_of stock)/test-backend-ops" perf -b CUDA0 -o GATED_DELTA_NET >"$B/results/tbo-perf-gdn-stock.txt" 2>&1 || true
     cat "$B/results/checks.txt" 2>/dev/null || true
@@ -173,7 +178,7 @@ case "$STEP" in
     use_fusekit
     for spec in $(ok_variants fusion-5 "$STACK" "$STACK_EXP"); do
       label=$(spec_label "$spec")
-      for op in MUL_MAT MUL_MAT_ID MUL_MAT_VEC_FUSION; do tbo "mm-$label-$op" pass "$(bin_of "$label")" -o "$op"; done
+      tbo_matrix_products "mm-$label" "$(bin_of "$label")"
     done
     cat "$B/results/checks.txt" 2>/dev/null || true
     ;;
