@@ -15,7 +15,8 @@
 # Besides the stack of every fusion, the stack with every experiment (patches/experiments/) on top is built,
 # checked, evaluated and profiled.
 # GPU0_STEPS / GPU1_STEPS replace the two chains' steps (e.g. GPU1_STEPS="check-mm eval2" for a short session);
-# NO_SABOTAGE=1 builds no sabotage variant (for a session that runs no sabotage check).
+# NO_SABOTAGE=1 builds no sabotage variant (for a session that runs no sabotage check); NO_EXPERIMENTS=1 leaves
+# patches/experiments/ out (no experiment variant, and the stack with experiments is the stack).
 # FOCUS="2 5" limits the fusion scripts (their builds, checks, races, standalone programs, single evals) to
 # those fusions; the stacks still hold every fusion. EVAL_FUSIONS="fusion-5" limits the single-fusion evals.
 # Never changes clocks or power settings; every step records them (results/clocks.csv).
@@ -27,7 +28,7 @@ BIG=$MODELS/qwen3.6-35b-a3b.gguf
 SECOND=$MODELS/llama-3-8b-q8_0.gguf  # written by h200_fusion5.sh models: llama shapes, every matrix Q8_0
 EXPERIMENTS=()  # patches/experiments/fusion-N-*.patch, each measured on top of its fusion
 for patch in "$REPO"/patches/experiments/fusion-*.patch; do
-  [[ -e "$patch" ]] || continue
+  [[ -e "$patch" && "${NO_EXPERIMENTS:-0}" != 1 ]] || continue
   name=$(basename "$patch"); EXPERIMENTS+=("$(cut -d- -f1-2 <<<"$name")+$patch")
 done
 mkdir -p "$B/results" "$B/logs" "$B/bin"
@@ -48,9 +49,10 @@ if [[ -n "${FOCUS:-}" ]]; then  # only these fusions' scripts (the stacks stay w
 fi
 read -r -a EVAL_FUSIONS <<<"${EVAL_FUSIONS:-${FUSIONS[*]}}"
 
-all_variants() {  # every script's variants, then the whole stack, without repeats (and without sabotage: NO_SABOTAGE=1)
+all_variants() {  # every script's variants, then the whole stack, without repeats (NO_SABOTAGE=1, NO_EXPERIMENTS=1 filter)
   { for script in "${SCRIPTS[@]}"; do bash "$script" "$B" variants; done; echo "$STACK"; echo "$STACK_EXP"; } \
-    | awk -v skip="${NO_SABOTAGE:-0}" '!seen[$0]++ && !(skip == 1 && /sabotage/)'
+    | awk -v skip="${NO_SABOTAGE:-0}" -v noexp="${NO_EXPERIMENTS:-0}" \
+      '!seen[$0]++ && !(skip == 1 && /sabotage/) && !(noexp == 1 && /\/experiments\//)'
 }
 
 tbo_matrix_products() {  # tbo_matrix_products NAME BIN: the three matrix-product ops must pass on BIN
@@ -67,7 +69,7 @@ each() {  # each STEP: run STEP of every fusion script, going on after a failure
   return $failed
 }
 
-ok_variants() {  # the variants among "$@" that were built (results/builds.json, without error) and passed their smoke run
+ok_variants() {  # the variants among "$@" that were built (results/builds.json, without error) and passed their smoke run, once each
   use_fusekit
   python3 -c "$LABEL_OF_SPEC"$'\n'"$(cat <<'PY'
 import json, sys
@@ -81,7 +83,11 @@ try:
     failed = {line.split()[0] for line in open(sys.argv[2]) if " fail " in line}
 except OSError:
     pass
-print(" ".join(v for v in sys.argv[3:] if label(v) not in failed and (built is None or label(v) in built)))
+ok = {}  # label -> first spec with it
+for v in sys.argv[3:]:
+    if label(v) not in failed and (built is None or label(v) in built):
+        ok.setdefault(label(v), v)
+print(" ".join(ok.values()))
 PY
 )" "$B/results/builds.json" "$B/results/smoke.txt" "$@"
 }
