@@ -17,6 +17,8 @@
 # GPU0_STEPS / GPU1_STEPS replace the two chains' steps (e.g. GPU1_STEPS="check-mm eval2" for a short session);
 # NO_SABOTAGE=1 builds no sabotage variant (for a session that runs no sabotage check); NO_EXPERIMENTS=1 leaves
 # patches/experiments/ out (no experiment variant, and the stack with experiments is the stack).
+# VARIANTS="spec ..." builds exactly these variants (besides stock) instead; the step control evaluates
+# patches/controls/ (stock with a pure fp32-order change) and fusion-5 against stock, quality only, on both models.
 # FOCUS="2 5" limits the fusion scripts (their builds, checks, races, standalone programs, single evals) to
 # those fusions; the stacks still hold every fusion. EVAL_FUSIONS="fusion-5" limits the single-fusion evals.
 # Never changes clocks or power settings; every step records them (results/clocks.csv).
@@ -50,6 +52,7 @@ fi
 read -r -a EVAL_FUSIONS <<<"${EVAL_FUSIONS:-${FUSIONS[*]}}"
 
 all_variants() {  # every script's variants, then the whole stack, without repeats (NO_SABOTAGE=1, NO_EXPERIMENTS=1 filter)
+  if [[ -n "${VARIANTS:-}" ]]; then tr ' ' '\n' <<<"$VARIANTS" | awk 'NF && !seen[$0]++'; return; fi
   { for script in "${SCRIPTS[@]}"; do bash "$script" "$B" variants; done; echo "$STACK"; echo "$STACK_EXP"; } \
     | awk -v skip="${NO_SABOTAGE:-0}" -v noexp="${NO_EXPERIMENTS:-0}" \
       '!seen[$0]++ && !(skip == 1 && /sabotage/) && !(noexp == 1 && /\/experiments\//)'
@@ -207,6 +210,12 @@ case "$STEP" in
     # shellcheck disable=SC2046
     session_eval "$(ok_variants "${EVAL_FUSIONS[@]}" "$STACK" "${EXPERIMENTS[@]}" "$STACK_EXP")" "$BIG" all-35b --ppl --kl --ppl-ubatch 1  # the one-token kernels the fusions change
     ;;
+  control)  # how far each model amplifies a pure fp32 order change: the controls and fusion-5, KL and text only
+    mapfile -t CONTROLS < <(ls "$REPO"/patches/controls/*.patch)
+    for model in "$BIG:control-35b" "$SECOND:control-llama8b"; do
+      session_eval "$(ok_variants "${CONTROLS[@]}" fusion-5)" "${model%%:*}" "${model#*:}" --ppl --kl --ppl-ubatch 1 --no-speed
+    done
+    ;;
   eval2)  # the second model (llama shapes, all Q8_0): the fusions that fire there, and the stack
     PROMPTS=512 session_eval "$(ok_variants fusion-1 fusion-5 "$STACK" "${EXPERIMENTS[@]}" "$STACK_EXP")" "$SECOND" all-llama8b --ppl --kl --ppl-ubatch 1
     ;;
@@ -232,6 +241,6 @@ case "$STEP" in
   variants)  # what start builds besides stock
     all_variants
     ;;
-  *) echo "unknown step $STEP (run poll pack smoke check check-mm eval eval2 race profile-a profile-b standalone kernels models variants)" >&2
+  *) echo "unknown step $STEP (run poll pack smoke check check-mm control eval eval2 race profile-a profile-b standalone kernels models variants)" >&2
      exit 2 ;;
 esac
