@@ -23,9 +23,11 @@ fusekit build --backend "$backend"
 # The comparison: tok/s, perplexity, KL divergence and text identity of the variant against stock.
 fusekit eval --ppl --kl --backend "$backend"
 
-# Where the fusions matter: the committed H200 result of the whole stack against stock on the 35B-A3B-shaped
-# model (decode and prompt speed, 6 interleaved rounds), rendered from its JSON; nothing is re-measured here.
-H200_STACK=results/h200-2026-11-30-fusions/eval-stack-35b-6rounds.json
+# Where the fusions matter: the committed H200 result of fusion-5 and the whole stack against stock on the
+# 35B-A3B-shaped model (decode and prompt speed, 5 interleaved rounds; KL and text at one token), rendered from its
+# JSON; nothing is re-measured here.
+H200_SESSION=results/h200-2026-12-01-session7-fusion5
+H200_STACK=$H200_SESSION/eval-all-35b.json
 echo
-echo "== committed H200 result ($H200_STACK; full session report: results/h200-2026-11-30-fusions/REPORT.md)"
+echo "== committed H200 result ($H200_STACK; full session report: $H200_SESSION/REPORT.md)"
 fusekit report "$H200_STACK"

@@ -114,6 +114,17 @@ def test_experiment_patches_apply_with_their_sabotage_and_compile(home: Path, pa
     assert record["units"] and all(u["ok"] for u in record["units"]), record
 
 
+CONTROLS = sorted((REPO / "patches" / "controls").glob("*.patch"))
+
+
+@pytest.mark.parametrize("patch", CONTROLS, ids=lambda p: p.stem)
+def test_control_patches_apply_on_stock_and_on_the_whole_stack(home: Path, patch: Path) -> None:
+    """A control (patches/controls/) is measured on stock and under the stack, so it must apply on both."""
+    assert run(home, "apply", str(patch))[0] == 0
+    assert run(home, "reset")[0] == 0
+    assert run(home, "apply", *NAMES, str(patch))[0] == 0
+
+
 @needs_nvcc
 def test_a_compile_error_fails_the_check(home: Path) -> None:
     assert run(home, "apply", BROKEN)[0] == 0
