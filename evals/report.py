@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     import pandas as pd
 
+from .kl_control import SIGMAS, control_cells, is_control
 from .stats import RESOLVE, paired_rounds_estimate, round_pairs
 
 FEW_SAMPLES = 5
@@ -132,13 +133,20 @@ def kl_verdict(entry: dict[str, Any]) -> str:
 
 def kl_frame(result: dict[str, Any]) -> pd.DataFrame:
     kl = result["payload"].get("quality", {}).get("kl", {})
+    against = control_cells(kl) if _has_control(result) else {}
     rows = []
     for name, entry in kl.items():
         row = {"variant": name}
         row.update({key: _stat_text(entry["statistics"].get(key)) for key in KL_HEADLINE})
         row["verdict"] = kl_verdict(entry)
+        if against:
+            row["mean KLD against the control"] = against[name]
         rows.append(row)
     return _pandas().DataFrame(rows)
+
+
+def _has_control(result: dict[str, Any]) -> bool:
+    return any(is_control(name) for name in result["payload"].get("quality", {}).get("kl", {}))
 
 
 def kl_full_frame(result: dict[str, Any]) -> pd.DataFrame:
@@ -255,6 +263,14 @@ def render(result: dict[str, Any], path: str | None = None) -> str:
         if frame.empty:
             continue
         out += ["", f"### {title}", "", markdown_table(frame)]
+        if title.startswith("KL divergence against") and _has_control(result):
+            out += [
+                "",
+                "A `control-` variant is stock with a pure fp32 order change (`patches/controls/`): how far this model "
+                "moves when only rounding changes. A variant is like the control when its mean KLD exceeds the "
+                f"control's by at most {SIGMAS:g} combined standard errors (taken as independent; both are measured "
+                "on the same tokens, so this leans towards 'like').",
+            ]
     if "speed" in result["payload"]:
         rounds = _rounds_text(result)
         reps = result["payload"]["settings"]["bench"]["repetitions"]
