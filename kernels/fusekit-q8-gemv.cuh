@@ -116,6 +116,26 @@ __host__ __device__ __forceinline__ int blocks_used(int nblk, int sabotage) {
     return sabotage ? nblk - 1 : nblk;
 }
 
+// Short rows stored back to back (K = 256 or 512: 8 or 16 blocks, row stride = row length) are packed: 32 / nblocks
+// rows make one tile, so every lane loads and sums, where one row per warp would leave half or three quarters of
+// the lanes idle. Lane i of a packed tile takes block i % nblocks of row i / nblocks.
+__host__ __device__ __forceinline__ int rows_per_tile(int nblocks, int64_t row_x) {
+    return row_x == nblocks && (nblocks == 8 || nblocks == 16) ? kTileBlocks / nblocks : 1;
+}
+
+__host__ __device__ __forceinline__ int packed_row(int lane, int pack) {
+    return lane / (kTileBlocks / pack);
+}
+
+__host__ __device__ __forceinline__ int packed_block(int lane, int pack) {
+    return lane % (kTileBlocks / pack);
+}
+
+// 16-byte loads of a packed tile that holds `rows` rows (exact: a row is 8 or 16 blocks).
+__host__ __device__ __forceinline__ int packed_vecs(int rows, int pack, int block_bytes) {
+    return rows * (kTileBlocks / pack) * block_bytes / 16;
+}
+
 // Lane's block in a staged tile: its fp16 scale, and its quants as the aligned words that hold them with the
 // byte shift that funnel_right undoes (blocks are 2-byte aligned).
 struct StagedBlock {
@@ -193,6 +213,29 @@ __device__ __forceinline__ void load_y_block(const uint8_t * yrow, int tile, int
     for (int i = 0; i < 8; ++i) {
         yq[i] = __ldca(reinterpret_cast<const int *>(yb + 4) + i);
     }
+}
+
+// One output row: bias, the gate's bias and GLU (ggml's fused gate/up), then the store, after the wait (the
+// output may share memory an earlier kernel still reads).
+template <bool GATE, class Hooks>
+__device__ __forceinline__ void write_row(const Problem & p, int row, int channel_x, int channel_dst, int sample_dst,
+                                          float acc, float acc_gate) {
+    Hooks::wait_for_inputs();
+    const int     channel_bias = p.ids ? channel_x : channel_dst;
+    const int64_t out          = sample_dst * p.sample_dst + channel_dst * p.channel_dst + row;
+    const int64_t bias_at      = sample_dst * p.sample_dst + channel_bias * p.channel_dst + row;
+    float result = acc;
+    if (p.x_bias) {
+        result += p.x_bias[bias_at];
+    }
+    if constexpr (GATE) {
+        float g = acc_gate;
+        if (p.gate_bias) {
+            g += p.gate_bias[bias_at];
+        }
+        result = Hooks::apply(p.glu, result, g, p.glu_limit);
+    }
+    p.dst[out] = result;
 }
 
 // Grid: (ceil(nrows / (kWarpsPerCta / SPLIT)), nchannels_dst, nsamples_dst); block: (32, kWarpsPerCta).
@@ -340,22 +383,94 @@ q8_gemv_kernel(const Problem p) {
     if (lane != 0 || row >= p.nrows) {
         return;
     }
-    Hooks::wait_for_inputs();  // the output may share memory an earlier kernel still reads
-    const int     channel_bias = p.ids ? channel_x : channel_dst;
-    const int64_t out          = sample_dst * p.sample_dst + channel_dst * p.channel_dst + row;
-    const int64_t bias_at      = sample_dst * p.sample_dst + channel_bias * p.channel_dst + row;
-    float result = acc;
-    if (p.x_bias) {
-        result += p.x_bias[bias_at];
+    write_row<GATE, Hooks>(p, row, channel_x, channel_dst, sample_dst, acc, acc_gate);
+}
+
+// The short-row kernel: each warp sums one packed tile of PACK rows (rows_per_tile), then reduces within each
+// row's group of 32 / PACK lanes. Grid: (ceil(nrows / (kWarpsPerCta * PACK)), nchannels_dst, nsamples_dst).
+template <int PACK, bool GATE, class Hooks, Weights W = Weights::q8_0>
+__global__ void __launch_bounds__(kWarp * kWarpsPerCta)
+q8_gemv_packed_kernel(const Problem p) {
+    constexpr int group         = kTileBlocks / PACK;  // lanes (and blocks) per row
+    constexpr int block_bytes   = block_bytes_of(W);
+    constexpr int vecs_per_lane = vecs_per_lane_of(W);
+    __shared__ __align__(16) uint8_t stage[kWarpsPerCta][GATE ? 2 : 1][tile_smem_bytes_of(W)];
+
+    const int lane        = threadIdx.x;
+    const int warp        = threadIdx.y;
+    const int row0        = (blockIdx.x * kWarpsPerCta + warp) * PACK;
+    const int channel_dst = blockIdx.y;
+    const int sample_dst  = blockIdx.z;
+    const int rows        = min(PACK, p.nrows - row0);  // this warp's rows (none when <= 0)
+    const int my_row      = packed_row(lane, PACK);
+    const int my_block    = packed_block(lane, PACK);
+
+    if (!p.x_is_weight) {
+        Hooks::wait_for_inputs();
     }
-    if constexpr (GATE) {
-        float g = acc_gate;
-        if (p.gate_bias) {
-            g += p.gate_bias[bias_at];
+    int channel_x = channel_dst / p.channel_ratio;
+    if (p.ids) {
+        Hooks::wait_for_inputs();
+        channel_x = p.ids[channel_dst];
+    }
+    const int channel_y = p.ids ? channel_dst % p.nchannels_y : channel_dst;
+    const int sample_x  = sample_dst / p.sample_ratio;
+
+    float acc = 0.0f, acc_gate = 0.0f;
+    if (rows > 0) {
+        const int64_t xoff  = (sample_x * p.sample_x + channel_x * p.channel_x + (int64_t) row0 * p.row_x) * block_bytes;
+        const uint4 * xtile = reinterpret_cast<const uint4 *>(p.x + xoff);
+        const uint4 * gtile = GATE ? reinterpret_cast<const uint4 *>(p.gate + xoff) : nullptr;
+        const int     nvecs = packed_vecs(rows, PACK, block_bytes);
+        uint4 xv[vecs_per_lane];
+        uint4 gv[vecs_per_lane];
+#pragma unroll
+        for (int v = 0; v < vecs_per_lane; ++v) {
+            const int idx = lane + v * kWarp;
+            if (idx < nvecs) {
+                xv[v] = load_stream(xtile + idx);
+                if constexpr (GATE) {
+                    gv[v] = load_stream(gtile + idx);
+                }
+            }
         }
-        result = Hooks::apply(p.glu, result, g, p.glu_limit);
+        Hooks::wait_for_inputs();  // the activations come from the kernel before
+        int   yq[8];
+        float dy = 0.0f, sy = 0.0f;
+        const uint8_t * yrow = p.y + (sample_dst * p.sample_y + channel_y * p.channel_y) * kYBlockBytes;
+        if (my_row < rows) {
+            load_y_block(yrow, 0, my_block, yq, dy, sy);
+        }
+#pragma unroll
+        for (int v = 0; v < vecs_per_lane; ++v) {
+            const int idx = lane + v * kWarp;
+            if (idx < nvecs) {
+                reinterpret_cast<uint4 *>(stage[warp][0])[idx] = xv[v];
+                if constexpr (GATE) {
+                    reinterpret_cast<uint4 *>(stage[warp][1])[idx] = gv[v];
+                }
+            }
+        }
+        __syncwarp();
+        if (my_row < rows && my_block < blocks_used(group, p.sabotage)) {
+            acc = block_dot_of<W>(stage[warp][0], lane, yq, dy, sy);
+            if constexpr (GATE) {
+                acc_gate = block_dot_of<W>(stage[warp][1], lane, yq, dy, sy);
+            }
+        }
     }
-    p.dst[out] = result;
+    // xor offsets below `group` stay within a row's lanes (group is a power of two)
+#pragma unroll
+    for (int offset = group / 2; offset > 0; offset >>= 1) {
+        acc += __shfl_xor_sync(0xffffffff, acc, offset);
+        if constexpr (GATE) {
+            acc_gate += __shfl_xor_sync(0xffffffff, acc_gate, offset);
+        }
+    }
+    if (my_block != 0 || my_row >= rows) {
+        return;
+    }
+    write_row<GATE, Hooks>(p, row0 + my_row, channel_x, channel_dst, sample_dst, acc, acc_gate);
 }
 
 // Warps per row: enough CTAs to cover the GPU about twice, never more slices than tiles.
@@ -392,11 +507,32 @@ struct Launch {
     dim3     block;
 };
 
+// The short-row kernel for a packed problem (rows_per_tile > 1).
+template <class Hooks, Weights W>
+inline Launch plan_packed(const Problem & p, int pack, int nchannels_dst, int nsamples_dst) {
+    const bool gate = p.gate != nullptr;
+    Launch l;
+    l.kernel = p.weights != W ? nullptr
+             : pack == 4      ? (gate ? q8_gemv_packed_kernel<4, true, Hooks, W> : q8_gemv_packed_kernel<4, false, Hooks, W>)
+                              : (gate ? q8_gemv_packed_kernel<2, true, Hooks, W> : q8_gemv_packed_kernel<2, false, Hooks, W>);
+    const int rows_per_cta = kWarpsPerCta * pack;
+    l.grid  = dim3((p.nrows + rows_per_cta - 1) / rows_per_cta, nchannels_dst, nsamples_dst);
+    l.block = dim3(kWarp, kWarpsPerCta);
+    return l;
+}
+
 // W must be p.weights (plan for one format instantiates only that format's kernels). MIN_CTAS_GATE is the
 // register request of the gate/up kernel, which holds twice the weights in flight (default: MIN_CTAS).
+// PACKED: short rows stored back to back take the short-row kernel (an experiment; ggml does not ask yet).
 template <class Hooks = PlainHooks, int UNROLL = 4, bool Y_LATE = false, int MIN_CTAS = 0, Weights W = Weights::q8_0,
-          int MIN_CTAS_GATE = MIN_CTAS>
+          int MIN_CTAS_GATE = MIN_CTAS, bool PACKED = false>
 inline Launch plan(const Problem & p, int nchannels_dst, int nsamples_dst, int sm_count, int split = 0) {
+    if constexpr (PACKED) {
+        const int pack = rows_per_tile(p.nblocks, p.row_x);
+        if (pack > 1) {
+            return plan_packed<Hooks, W>(p, pack, nchannels_dst, nsamples_dst);
+        }
+    }
     if (split <= 0) {
         split = choose_split(p.nrows, nchannels_dst, nsamples_dst, p.nblocks, sm_count);
     }
@@ -411,12 +547,12 @@ inline Launch plan(const Problem & p, int nchannels_dst, int nsamples_dst, int s
 }
 
 // A plain launch (standalone program), for the format p.weights names.
-template <class Hooks = PlainHooks, int UNROLL = 4, bool Y_LATE = false, int MIN_CTAS = 0>
+template <class Hooks = PlainHooks, int UNROLL = 4, bool Y_LATE = false, int MIN_CTAS = 0, bool PACKED = false>
 inline cudaError_t launch(const Problem & p, int nchannels_dst, int nsamples_dst, int sm_count, cudaStream_t stream,
                           int split = 0) {
     const Launch l = p.weights == Weights::q4_0
-        ? plan<Hooks, UNROLL, Y_LATE, MIN_CTAS, Weights::q4_0>(p, nchannels_dst, nsamples_dst, sm_count, split)
-        : plan<Hooks, UNROLL, Y_LATE, MIN_CTAS, Weights::q8_0>(p, nchannels_dst, nsamples_dst, sm_count, split);
+        ? plan<Hooks, UNROLL, Y_LATE, MIN_CTAS, Weights::q4_0, MIN_CTAS, PACKED>(p, nchannels_dst, nsamples_dst, sm_count, split)
+        : plan<Hooks, UNROLL, Y_LATE, MIN_CTAS, Weights::q8_0, MIN_CTAS, PACKED>(p, nchannels_dst, nsamples_dst, sm_count, split);
     l.kernel<<<l.grid, l.block, 0, stream>>>(p);
     return cudaGetLastError();
 }

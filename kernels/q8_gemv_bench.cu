@@ -12,7 +12,8 @@
 // Timing: CUDA events around 50 back-to-back launches, median of 15 such batches, rotating over
 // enough weight copies to exceed L2; beside it a plain 16-byte streaming read of the same bytes
 // (the floor), and the kernel at several unroll depths. Experiments (not used by ggml yet), each checked
-// like the kernel itself and timed: activations loaded late (Y_LATE) and register caps for 2-3 CTAs per SM.
+// like the kernel itself and timed: activations loaded late (Y_LATE), register caps for 2-4 CTAs per SM, and
+// short rows (K = 256, 512) packed several to a tile.
 #include "fusekit-q8-gemv.cuh"
 #include "standalone.cuh"
 
@@ -56,6 +57,9 @@ const Shape kShapes[] = {
     {4096, 14336, 0, 0, "Llama-3-8B MLP down q4_0", Weights::q4_0},
     {248320, 2048, 0, 0, "35B-A3B output q4_0", Weights::q4_0},
     {7, 1280, 0, 0, "edge q4_0: partial tile, few rows", Weights::q4_0},
+    {4096, 256, 0, 0, "short rows: K=256 (4 per tile)"},
+    {7, 512, 0, 0, "edge: K=512, odd row count"},
+    {5, 256, 256, 8, "edge: K=256 (id), 5 rows", Weights::q4_0},
 };
 
 uint16_t to_half_bits(float f) {
@@ -178,9 +182,9 @@ struct Experiment {
     cudaError_t (*run)(const fusekit_q8::Problem &, int, int);
 };
 
-template <bool Y_LATE, int U, int MIN_CTAS>
+template <bool Y_LATE, int U, int MIN_CTAS, bool PACKED = false>
 cudaError_t run_experiment(const fusekit_q8::Problem & p, int nact, int sm_count) {
-    return fusekit_q8::launch<fusekit_q8::PlainHooks, U, Y_LATE, MIN_CTAS>(p, nact, 1, sm_count, nullptr);
+    return fusekit_q8::launch<fusekit_q8::PlainHooks, U, Y_LATE, MIN_CTAS, PACKED>(p, nact, 1, sm_count, nullptr);
 }
 
 const Experiment kExperiments[] = {
@@ -190,6 +194,8 @@ const Experiment kExperiments[] = {
     {"early_u4_m2", run_experiment<false, 4, 2>},
     {"late_u2_m4", run_experiment<true, 2, 4>},
     {"late_u2", run_experiment<true, 2, 0>},  // ggml's choice for Q4_0 (fusion-5-q4-0 experiment)
+    // ggml's Q8_0 shape, with short rows (K = 256, 512) packed several to a tile; the same as late_u2_m4 elsewhere
+    {"packed_late_u2_m4", run_experiment<true, 2, 4, true>},
 };
 
 }  // namespace

@@ -9,7 +9,8 @@
 #   scripts/h200_fusion5.sh B wait      # poll the builds
 #   scripts/h200_fusion5.sh B check     # test-backend-ops: fusion-5 q8_0 MUL_MAT/MUL_MAT_ID/fusion cases pass,
 #                                       # sabotage fails, sabotage with GGML_CUDA_DISABLE_FUSION=1 passes
-#   scripts/h200_fusion5.sh B race      # bridge: stock vs fusion-5 mul_mat (checked, then timed); sabotage check
+#   scripts/h200_fusion5.sh B race      # bridge: stock vs fusion-5 (and the packed-rows experiment) mul_mat, checked
+#                                       # then timed; sabotage check
 #   scripts/h200_fusion5.sh B eval      # fusekit eval fusion-5 vs stock on the 35B preset (tok/s, ppl, KL, text)
 #   scripts/h200_fusion5.sh B eval2     # the same on the second model (Llama-3-8B shapes, every matrix Q8_0)
 #   scripts/h200_fusion5.sh B profile   # fusekit profile: stock and fusion-5 recorded and compared (16 tokens)
@@ -24,7 +25,8 @@ BIG=$MODELS/qwen3.6-35b-a3b.gguf
 LLAMA=$MODELS/llama-3-8b-q8_0.gguf  # second model: every matrix Q8_0, so the fusion covers nearly all weight bytes
 SABOTAGE=$REPO/tests/patches/sabotage-q8-gemv.patch
 Q4=$REPO/patches/experiments/fusion-5-q4-0.patch  # Q4_0 weights (the 35B preset's experts) on the same kernel
-VARIANTS=(fusion-5 "fusion-5+$SABOTAGE" "fusion-5+$Q4" "fusion-5+$SABOTAGE+$Q4")
+PACKED=$REPO/patches/experiments/fusion-5-packed-rows.patch  # short rows (K = 256, 512) several to a tile
+VARIANTS=(fusion-5 "fusion-5+$SABOTAGE" "fusion-5+$Q4" "fusion-5+$SABOTAGE+$Q4" "fusion-5+$PACKED" "fusion-5+$PACKED+$Q4")
 mkdir -p "$B/results" "$B/logs" "$B/bin"
 # shellcheck source=host_env.sh
 source "$REPO/scripts/host_env.sh"  # use_fusekit, fusekit, bin_of, smi, tbo
@@ -61,6 +63,12 @@ case "$STEP" in
     for op in MUL_MAT MUL_MAT_ID MUL_MAT_VEC_FUSION; do tbo "fusion-5-q4-0-$op" pass "$Q4B" -o "$op" -p "$Q4F"; done
     for op in MUL_MAT MUL_MAT_ID MUL_MAT_VEC_FUSION; do tbo "fusion-5-q4-0-sabotage-$op" fail "$Q4SB" -o "$op" -p "$Q4F"; done
     tbo fusion-5-q4-0-sabotage-disabled-MUL_MAT_ID pass "$Q4SB" GGML_CUDA_DISABLE_FUSION=1 -o MUL_MAT_ID -p "$Q4F"
+    for packed in fusion-5+fusion-5-packed-rows fusion-5+fusion-5-packed-rows+fusion-5-q4-0; do  # where built
+      PK=$(bin_of "$packed" 2>/dev/null || true)
+      if [[ -d "$PK" ]]; then
+        for op in MUL_MAT MUL_MAT_ID MUL_MAT_VEC_FUSION; do tbo "$packed-$op" pass "$PK" -o "$op" -p "$Q8|$Q4F"; done
+      fi
+    done
     echo "== test-backend-ops perf, q8_0 at one token"
     for v in stock fusion-5; do
       "$(bin_of "$v")/test-backend-ops" perf -b CUDA0 -o MUL_MAT -p 'type_a=q8_0,type_b=f32,m=[0-9]+,n=1,' \
@@ -76,12 +84,17 @@ case "$STEP" in
   race)
     use_fusekit
     smi race
-    python3 -m ggml_bridge mulmat --lib-dir "stock=$(bin_of stock)" --lib-dir "fusion-5=$(bin_of fusion-5)" \
+    packed=() packed_q4=()  # the packed-rows experiment races beside fusion-5 where it was built
+    if [[ -d "$(bin_of fusion-5+fusion-5-packed-rows)" ]]; then packed=(--lib-dir "packed=$(bin_of fusion-5+fusion-5-packed-rows)"); fi
+    if [[ -d "$(bin_of fusion-5+fusion-5-packed-rows+fusion-5-q4-0)" ]]; then
+      packed_q4=(--lib-dir "packed-q4-0=$(bin_of fusion-5+fusion-5-packed-rows+fusion-5-q4-0)")
+    fi
+    python3 -m ggml_bridge mulmat --lib-dir "stock=$(bin_of stock)" --lib-dir "fusion-5=$(bin_of fusion-5)" "${packed[@]}" \
       --backend CUDA0 --types q8_0 --shapes seed --tokens 1,2,4,8 --check-tokens 1,2,3,8,64 \
       --out "$B/results/bench-mulmat-fusion-5.json" >"$B/results/bench-mulmat-fusion-5.txt" 2>"$B/logs/race.log" \
       || echo "race exit $?"
     tail -n 45 "$B/results/bench-mulmat-fusion-5.txt"
-    python3 -m ggml_bridge mulmat --lib-dir "stock=$(bin_of stock)" --lib-dir "q4-0=$(bin_of fusion-5+fusion-5-q4-0)" \
+    python3 -m ggml_bridge mulmat --lib-dir "stock=$(bin_of stock)" --lib-dir "q4-0=$(bin_of fusion-5+fusion-5-q4-0)" "${packed_q4[@]}" \
       --backend CUDA0 --types q4_0 --shapes seed --tokens 1,2 --check-tokens 1,2,8 \
       --out "$B/results/bench-mulmat-fusion-5-q4-0.json" >"$B/results/bench-mulmat-fusion-5-q4-0.txt" 2>>"$B/logs/race.log" \
       || echo "race q4_0 exit $?"
