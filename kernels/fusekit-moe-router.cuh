@@ -96,8 +96,13 @@ __device__ __forceinline__ float warp_max(float v) {
 // (two multiply-adds each), then a warp sum, then warp 0 sums the 32 per-warp slots (unused
 // slots are zero, as in mmvf). Threads beyond `threads` contribute exact zeros, which leave the
 // sums unchanged. The result is valid in warp 0. `slots` is 32 floats of shared memory.
+//
+// AHEAD > 0: the first AHEAD float2 of this thread's columns were loaded into `ahead` already (load_row_ahead,
+// before the wait for the previous kernel: the weights are no earlier kernel's output); the sum takes them in
+// the same order, so the result is the same bit for bit.
+template <int AHEAD = 0>
 __device__ __forceinline__ float row_dot_like_mmvf(const float * row, const float * x, int n_embd, int threads,
-                                                   float * slots) {
+                                                   float * slots, const float2 (&ahead)[AHEAD > 0 ? AHEAD : 1]) {
     const int tid = threadIdx.x;
     if (tid < kWarp) {
         slots[tid] = 0.0f;
@@ -107,7 +112,17 @@ __device__ __forceinline__ float row_dot_like_mmvf(const float * row, const floa
     const float2 * x2 = reinterpret_cast<const float2 *>(x);
     float sum = 0.0f;
     if (tid < threads) {
-        for (int c = tid; c < n_embd / 2; c += threads) {
+        int c = tid;
+#pragma unroll
+        for (int i = 0; i < AHEAD; ++i, c += threads) {
+            if (c < n_embd / 2) {
+                const float2 a = ahead[i];
+                const float2 b = x2[c];
+                sum += a.x * b.x;
+                sum += a.y * b.y;
+            }
+        }
+        for (; c < n_embd / 2; c += threads) {
             const float2 a = r2[c];
             const float2 b = x2[c];
             sum += a.x * b.x;  // mmvf: ggml_cuda_mad(sum, a.x, b.x), the same expression
@@ -122,6 +137,17 @@ __device__ __forceinline__ float row_dot_like_mmvf(const float * row, const floa
         total = warp_sum(slots[tid]);
     }
     return total;
+}
+
+// The first AHEAD float2 of this thread's columns of `row` (zeros past the row), for row_dot_like_mmvf.
+template <int AHEAD>
+__device__ __forceinline__ void load_row_ahead(const float * row, int n_embd, int threads, float2 (&ahead)[AHEAD]) {
+    const float2 * r2 = reinterpret_cast<const float2 *>(row);
+    int c = threadIdx.x;
+#pragma unroll
+    for (int i = 0; i < AHEAD; ++i, c += threads) {
+        ahead[i] = (int) threadIdx.x < threads && c < n_embd / 2 ? r2[c] : make_float2(0.0f, 0.0f);
+    }
 }
 
 // Stock topk_moe_cuda (softmax gating, no bias, no delayed softmax) for one row of logits, by
@@ -231,13 +257,22 @@ __device__ void select_experts(const RouterParams & p) {
 
 // Hooks: wait_for_inputs() before reading anything an earlier kernel wrote (ggml: the
 // programmatic-dependent-launch wait); allow_dependents() once this block's reads are issued.
-template <class Hooks, int EPT>
+// AHEAD > 0 (an experiment): the block's first AHEAD float2 of router weights per thread are loaded before the wait.
+template <class Hooks, int EPT, int AHEAD = 0>
 __global__ void __launch_bounds__(kCta) router_kernel(const RouterParams p) {
     __shared__ float slots[kWarp];
     __shared__ int   is_last;
-    Hooks::wait_for_inputs();
+    if constexpr (AHEAD == 0) {
+        Hooks::wait_for_inputs();
+    }
     const int row = blockIdx.x;
-    const float logit = row_dot_like_mmvf(p.w + (size_t) row * p.n_embd, p.x, p.n_embd, p.gemv_threads, slots);
+    const float * wrow = p.w + (size_t) row * p.n_embd;
+    float2 ahead[AHEAD > 0 ? AHEAD : 1];
+    if constexpr (AHEAD > 0) {
+        load_row_ahead<AHEAD>(wrow, p.n_embd, p.gemv_threads, ahead);
+        Hooks::wait_for_inputs();
+    }
+    const float logit = row_dot_like_mmvf<AHEAD>(wrow, p.x, p.n_embd, p.gemv_threads, slots, ahead);
     Hooks::allow_dependents();
     if (threadIdx.x == 0) {
         p.logits[row] = logit;
@@ -260,7 +295,8 @@ __global__ void __launch_bounds__(kCta) tail_kernel(const TailParams p) {
     __shared__ float slots[kWarp];
     __shared__ float gate;
     Hooks::wait_for_inputs();
-    const float g = row_dot_like_mmvf(p.w_gate, p.x, p.n_embd, p.gemv_threads, slots);
+    const float2 no_ahead[1] = {make_float2(0.0f, 0.0f)};
+    const float g = row_dot_like_mmvf<0>(p.w_gate, p.x, p.n_embd, p.gemv_threads, slots, no_ahead);
     if (threadIdx.x == 0) {
         gate = 1.0f / (1.0f + expf(-g));  // ggml's op_sigmoid
     }
@@ -315,16 +351,16 @@ inline bool router_supported(int n_embd, int n_expert, int n_used) {
            n_embd % 2 == 0;
 }
 
-template <class Hooks>
+template <class Hooks, int AHEAD = 0>
 void router_kernel_for(int n_expert, void (**kernel)(RouterParams)) {
     switch (experts_per_lane(n_expert)) {
-        case 1:  *kernel = router_kernel<Hooks, 1>;  break;
-        case 2:  *kernel = router_kernel<Hooks, 2>;  break;
-        case 4:  *kernel = router_kernel<Hooks, 4>;  break;
-        case 8:  *kernel = router_kernel<Hooks, 8>;  break;
-        case 9:  *kernel = router_kernel<Hooks, 9>;  break;
-        case 16: *kernel = router_kernel<Hooks, 16>; break;
-        case 18: *kernel = router_kernel<Hooks, 18>; break;
+        case 1:  *kernel = router_kernel<Hooks, 1, AHEAD>;  break;
+        case 2:  *kernel = router_kernel<Hooks, 2, AHEAD>;  break;
+        case 4:  *kernel = router_kernel<Hooks, 4, AHEAD>;  break;
+        case 8:  *kernel = router_kernel<Hooks, 8, AHEAD>;  break;
+        case 9:  *kernel = router_kernel<Hooks, 9, AHEAD>;  break;
+        case 16: *kernel = router_kernel<Hooks, 16, AHEAD>; break;
+        case 18: *kernel = router_kernel<Hooks, 18, AHEAD>; break;
         default: *kernel = nullptr;                  break;
     }
 }

@@ -8,6 +8,7 @@
 // topk_moe does: the lower expert id first) and weights / tail outputs within a relative error of
 // 1e-5. Cases with tied logits use identical weight rows, so the fp32 logits tie exactly too.
 // --sabotage runs the kernels with their sabotage switch and exits 0 only if every check FAILS.
+// Each router case also runs the experiment fusion-3-router-ahead (weights loaded before the wait), checked alike.
 // Timing: CUDA events around 200 back-to-back launches, median of 15 such batches (launch cost
 // included, inputs L2-resident as they are in a decode step).
 #include "fusekit-moe-router.cuh"
@@ -174,12 +175,33 @@ int main(int argc, char ** argv) {
         failures += ok ? 0 : 1;
         const double us = sabotage ? 0.0 : fusekit_standalone::median_launch_us([&](int) { kernel<<<fusekit_moe::router_grid(p), fusekit_moe::kCta>>>(p); }, 20, 200, 15);
         std::printf("%-42s %8s %10.2e %9.2f %9s\n", c.what, ids_ok ? "same" : "DIFFER", rel, us, ok ? "ok" : "WRONG");
-        char row[512];
+
+        // The experiment fusion-3-router-ahead: weights loaded before the wait (AHEAD = 4), checked the same way.
+        void (*ahead_kernel)(fusekit_moe::RouterParams) = nullptr;
+        fusekit_moe::router_kernel_for<PlainHooks, 4>(c.n_expert, &ahead_kernel);
+        CHECK(cudaMemset(dweights, 0xff, size_t(c.n_used) * 4));
+        CHECK(cudaMemset(dids, 0xff, size_t(c.n_used) * 4));
+        ahead_kernel<<<fusekit_moe::router_grid(p), fusekit_moe::kCta>>>(p);
+        CHECK(cudaGetLastError());
+        CHECK(cudaDeviceSynchronize());
+        CHECK(cudaMemcpy(ids.data(), dids, ids.size() * 4, cudaMemcpyDeviceToHost));
+        CHECK(cudaMemcpy(out.data(), dweights, out.size() * 4, cudaMemcpyDeviceToHost));
+        const bool ahead_ids_ok = std::equal(ids.begin(), ids.end(), ref_ids.begin());
+        const double ahead_rel = rel_err(out, ref_w);
+        const bool ahead_ok = ahead_ids_ok && ahead_rel < 1e-5;
+        ++checks;
+        failures += ahead_ok ? 0 : 1;
+        const double ahead_us = sabotage ? 0.0 : fusekit_standalone::median_launch_us([&](int) { ahead_kernel<<<fusekit_moe::router_grid(p), fusekit_moe::kCta>>>(p); }, 20, 200, 15);
+        std::printf("%-42s %8s %10.2e %9.2f %9s\n", "  (weights loaded ahead)", ahead_ids_ok ? "same" : "DIFFER", ahead_rel, ahead_us,
+                    ahead_ok ? "ok" : "WRONG");
+        char row[768];
         std::snprintf(row, sizeof row,
                       "%s{\"what\": \"%s\", \"n_embd\": %d, \"n_expert\": %d, \"n_used\": %d, \"ids_identical\": %s, "
-                      "\"rel_err\": %.3e, \"ok\": %s, \"us\": %.3f}",
-                      checks > 1 ? ", " : "", c.what, c.n_embd, c.n_expert, c.n_used, ids_ok ? "true" : "false",
-                      std::isfinite(rel) ? rel : 1e300, ok ? "true" : "false", us);
+                      "\"rel_err\": %.3e, \"ok\": %s, \"us\": %.3f, \"ahead\": {\"ids_identical\": %s, \"rel_err\": %.3e, "
+                      "\"ok\": %s, \"us\": %.3f}}",
+                      json.back() == '[' ? "" : ", ", c.what, c.n_embd, c.n_expert, c.n_used, ids_ok ? "true" : "false",
+                      std::isfinite(rel) ? rel : 1e300, ok ? "true" : "false", us, ahead_ids_ok ? "true" : "false",
+                      std::isfinite(ahead_rel) ? ahead_rel : 1e300, ahead_ok ? "true" : "false", ahead_us);
         json += row;
         CHECK(cudaFree(dw)); CHECK(cudaFree(dx)); CHECK(cudaFree(dlogits)); CHECK(cudaFree(dweights)); CHECK(cudaFree(dids));
     }

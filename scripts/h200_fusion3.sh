@@ -17,7 +17,8 @@ REPO=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 export FUSEKIT_HOME=${FUSEKIT_HOME:-/tmp/fusekit-gpu} MODELS=${MODELS:-/tmp/fusekit-models}
 BIG=$MODELS/qwen3.6-35b-a3b.gguf
 SABOTAGE=$REPO/tests/patches/sabotage-moe-router.patch
-VARIANTS=(fusion-3 "fusion-3+$SABOTAGE")
+AHEAD=$REPO/patches/experiments/fusion-3-router-ahead.patch  # router weights loaded before the wait
+VARIANTS=(fusion-3 "fusion-3+$SABOTAGE" "fusion-3+$AHEAD")
 mkdir -p "$B/results" "$B/logs" "$B/bin"
 # shellcheck source=host_env.sh
 source "$REPO/scripts/host_env.sh"  # use_fusekit, fusekit, bin_of, smi, tbo, session_*
@@ -45,6 +46,8 @@ case "$STEP" in
     tbo fusion-3-disabled pass "$F3" GGML_CUDA_DISABLE_FUSION=1 -o FUSEKIT_MOE_ROUTER
     tbo fusion-3-sabotage-router fail "$SB" -o FUSEKIT_MOE_ROUTER
     tbo fusion-3-sabotage-tail fail "$SB" -o FUSEKIT_MOE_TAIL
+    AH=$(bin_of fusion-3+fusion-3-router-ahead 2>/dev/null || true)
+    if [[ -d "$AH" ]]; then tbo fusion-3-router-ahead-FUSEKIT_MOE_ROUTER pass "$AH" -o FUSEKIT_MOE_ROUTER; fi
     smi check
     ;;
   race)
