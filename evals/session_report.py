@@ -379,49 +379,52 @@ def _variant_name(path: Path) -> str:
     return path.name.removeprefix("profile-").removesuffix("-vs-stock.json")
 
 
-def _summary_row(name: str, result: dict[str, Any]) -> list[str]:
-    """Kernels and kernel µs per token, stock → variant (Δ as the comparison computed it)."""
+EXCLUSIVE = "exclusive_us_per_token"  # in profiles recorded since 2026-12-01 (evals/profile/parse.py)
+
+
+def _has_exclusive(results: list[tuple[str, dict[str, Any]]]) -> bool:
+    return all(EXCLUSIVE in (p["per_token"] or {}) for _, r in results for p in r["payload"]["profiles"][:2])
+
+
+def _before_after(a: float, b: float, delta: float | None = None) -> str:
+    return f"{a:,.1f} → {b:,.1f} ({b - a if delta is None else delta:+,.1f})"
+
+
+def _summary_row(name: str, result: dict[str, Any], exclusive: bool) -> list[str]:
+    """Kernels and kernel µs per token (and exclusive µs), stock → variant (Δ as the comparison computed it)."""
     stock, variant = (p["per_token"] for p in result["payload"]["profiles"][:2])
     delta = result["payload"]["comparison"].get("delta_per_token") or {}
-    k, us = "kernels_per_token", "kernel_us_per_token"
-    return [
-        f"`{name}`",
-        f"{stock[k]:,.1f} → {variant[k]:,.1f} ({delta.get(k, variant[k] - stock[k]):+,.1f})",
-        f"{stock[us]:,.1f} → {variant[us]:,.1f} ({delta.get(us, variant[us] - stock[us]):+,.1f})",
-    ]
+    keys = ["kernels_per_token", "kernel_us_per_token"] + ([EXCLUSIVE] if exclusive else [])
+    return [f"`{name}`", *(_before_after(stock[k], variant[k], delta.get(k)) for k in keys)]
 
 
-def recategorized(profile: dict[str, Any]) -> dict[str, tuple[float, int]]:
-    """Kernel ns and launches per category, by today's rule table (evals/profile/categories.py)."""
-    totals: dict[str, tuple[float, int]] = {}
+def recategorized(profile: dict[str, Any]) -> dict[str, tuple[float, int, float]]:
+    """Kernel ns, launches and exclusive ns per category, by today's rule table (evals/profile/categories.py)."""
+    totals: dict[str, tuple[float, int, float]] = {}
     for kernel in profile["kernels"]:
         category = categorize(kernel["name"])
-        ns, launches = totals.get(category, (0.0, 0))
-        totals[category] = (ns + kernel["total_ns"], launches + kernel["instances"])
+        ns, launches, exclusive = totals.get(category, (0.0, 0, 0.0))
+        exclusive += kernel.get("exclusive_ns", 0)
+        totals[category] = (ns + kernel["total_ns"], launches + kernel["instances"], exclusive)
     return totals
 
 
-def _category_table(result: dict[str, Any]) -> list[str]:
-    """Per category: µs and launches per token, before/after/Δ, recomputed from each trace's kernel rows."""
+def _category_table(result: dict[str, Any], exclusive: bool) -> list[str]:
+    """Per category: µs (and exclusive µs) and launches per token, before/after/Δ, from each trace's kernel rows."""
     profiles = result["payload"]["profiles"]
     ta, tb = profiles[0]["tokens"] or 1, profiles[1]["tokens"] or 1
     a, b = recategorized(profiles[0]), recategorized(profiles[1])
     rows = []
     for category in [c for c in CATEGORIES if c in a or c in b]:
-        a_ns, a_n = a.get(category, (0.0, 0))
-        b_ns, b_n = b.get(category, (0.0, 0))
-        rows.append(
-            [
-                category,
-                fmt_us(a_ns / ta),
-                fmt_us(b_ns / tb),
-                f"{(b_ns / tb - a_ns / ta) / 1000:+,.1f}",
-                f"{a_n / ta:,.1f}",
-                f"{b_n / tb:,.1f}",
-                f"{b_n / tb - a_n / ta:+,.1f}",
-            ]
-        )
-    headers = ["category", "µs/token stock", "variant", "Δ µs", "launches/token stock", "variant", "Δ launches"]
+        a_ns, a_n, a_x = a.get(category, (0.0, 0, 0.0))
+        b_ns, b_n, b_x = b.get(category, (0.0, 0, 0.0))
+        time_cells = [fmt_us(a_ns / ta), fmt_us(b_ns / tb), f"{(b_ns / tb - a_ns / ta) / 1000:+,.1f}"]
+        if exclusive:
+            time_cells += [fmt_us(a_x / ta), fmt_us(b_x / tb), f"{(b_x / tb - a_x / ta) / 1000:+,.1f}"]
+        rows.append([category, *time_cells, f"{a_n / ta:,.1f}", f"{b_n / tb:,.1f}", f"{b_n / tb - a_n / ta:+,.1f}"])
+    headers = ["category", "µs/token stock", "variant", "Δ µs"]
+    headers += ["exclusive µs/token stock", "variant", "Δ exclusive µs"] if exclusive else []
+    headers += ["launches/token stock", "variant", "Δ launches"]
     return _table(headers, rows)
 
 
@@ -438,11 +441,21 @@ def _profiles(folder: Path) -> list[str]:
         f"({first.get('tokens_source', '?')}), node-level CUDA graph tracing (slows launches; the tok/s tables "
         "below are measured without the profiler). Categories follow today's rule table "
         "(`evals/profile/categories.py`), recomputed from each trace's kernel rows.",
-        "",
-        *_table(["variant", "kernels per token", "kernel µs per token"], [_summary_row(n, r) for n, r in results]),
     ]
+    exclusive = _has_exclusive(results)
+    if exclusive:
+        out += [
+            "",
+            "Exclusive µs: what a kernel's launches add to the kernel timeline (`end - max(start, latest end "
+            "before it)`). A kernel launched early, as under programmatic dependent launch, waits inside its own "
+            "traced duration; its exclusive time leaves that wait out, and all exclusive times add up to the "
+            "timeline's busy time.",
+        ]
+    headers = ["variant", "kernels per token", "kernel µs per token"]
+    headers += ["exclusive µs per token"] if exclusive else []
+    out += ["", *_table(headers, [_summary_row(n, r, exclusive) for n, r in results])]
     for name, result in results:
-        out += ["", f"### `{name}` against stock, per category", "", *_category_table(result)]
+        out += ["", f"### `{name}` against stock, per category", "", *_category_table(result, exclusive)]
     return out
 
 

@@ -92,7 +92,11 @@ def test_random_trace_statistics(tmp_path: Path) -> None:
 def test_per_token_figures(tmp_path: Path) -> None:
     path = Trace(kernels=kernels_from({MMVQ: [100] * 8, QUANT: [50] * 8})).write(tmp_path / "t.sqlite")
     profile = read_profile(path, tokens=4, tokens_source="--tokens")
-    assert profile.per_token() == {"kernels_per_token": 4.0, "kernel_us_per_token": 0.3}
+    assert profile.per_token() == {
+        "kernels_per_token": 4.0,
+        "kernel_us_per_token": 0.3,
+        "exclusive_us_per_token": 0.3,  # the kernels do not overlap
+    }
     assert read_profile(path).per_token() is None
 
 

@@ -23,10 +23,16 @@ class Delta:
     b_ns: int
     a_launches: int
     b_launches: int
+    a_exclusive_ns: int = 0  # the time the launches add to the kernel timeline (Profile.exclusive)
+    b_exclusive_ns: int = 0
 
     @property
     def delta_ns(self) -> int:
         return self.b_ns - self.a_ns
+
+    @property
+    def delta_exclusive_ns(self) -> int:
+        return self.b_exclusive_ns - self.a_exclusive_ns
 
     @property
     def delta_launches(self) -> int:
@@ -41,7 +47,13 @@ class Delta:
         return ""
 
     def to_dict(self) -> dict[str, Any]:
-        return {**asdict(self), "delta_ns": self.delta_ns, "delta_launches": self.delta_launches, "status": self.status}
+        return {
+            **asdict(self),
+            "delta_ns": self.delta_ns,
+            "delta_exclusive_ns": self.delta_exclusive_ns,
+            "delta_launches": self.delta_launches,
+            "status": self.status,
+        }
 
 
 @dataclass
@@ -59,17 +71,22 @@ class Comparison:
     def delta_launches(self) -> int:
         return self.b.launches - self.a.launches
 
+    @property
+    def delta_exclusive_ns(self) -> int:
+        return self.b.exclusive_ns - self.a.exclusive_ns
+
     def per_token(self) -> dict[str, float] | None:
         pa, pb = self.a.per_token(), self.b.per_token()
         if pa is None or pb is None:
             return None
-        return {key: pb[key] - pa[key] for key in pa}
+        return {key: pb[key] - pa[key] for key in pa if key in pb}
 
     def to_dict(self) -> dict[str, Any]:
         return {
             "a": self.a.path,
             "b": self.b.path,
             "delta_kernel_ns": self.delta_ns,
+            "delta_exclusive_ns": self.delta_exclusive_ns,
             "delta_launches": self.delta_launches,
             "delta_per_token": self.per_token(),
             "categories": [d.to_dict() for d in self.categories],
@@ -93,6 +110,8 @@ def compare(a: Profile, b: Profile) -> Comparison:
                 kb.total_ns if kb else 0,
                 ka.instances if ka else 0,
                 kb.instances if kb else 0,
+                a.exclusive.get(name, 0),
+                b.exclusive.get(name, 0),
             )
         )
     kernels.sort(key=lambda d: (-abs(d.delta_ns), -abs(d.delta_launches), d.key))
@@ -106,6 +125,8 @@ def compare(a: Profile, b: Profile) -> Comparison:
             cats_b[name].total_ns if name in cats_b else 0,
             cats_a[name].instances if name in cats_a else 0,
             cats_b[name].instances if name in cats_b else 0,
+            cats_a[name].exclusive_ns if name in cats_a else 0,
+            cats_b[name].exclusive_ns if name in cats_b else 0,
         )
         for name in CATEGORIES
         if name in cats_a or name in cats_b

@@ -76,6 +76,7 @@ class CategoryStat:
     instances: int
     total_ns: int
     share_pct: float
+    exclusive_ns: int = 0  # see Profile.exclusive
 
 
 @dataclass(frozen=True)
@@ -128,10 +129,16 @@ class Profile:
     tokens: int | None = None
     tokens_source: str = ""
     notes: list[str] = field(default_factory=list)
+    # Per kernel name: the time its launches add to the GPU's busy timeline (exclusive_kernel_ns).
+    exclusive: dict[str, int] = field(default_factory=dict)
 
     @property
     def kernel_ns(self) -> int:
         return sum(k.total_ns for k in self.kernels)
+
+    @property
+    def exclusive_ns(self) -> int:
+        return sum(self.exclusive.values())
 
     @property
     def launches(self) -> int:
@@ -145,16 +152,21 @@ class Profile:
             rows = [k for k in self.kernels if k.category == category]
             if rows:
                 ns = sum(k.total_ns for k in rows)
-                out.append(CategoryStat(category, len(rows), sum(k.instances for k in rows), ns, 100.0 * ns / total))
+                exclusive = sum(self.exclusive.get(k.name, 0) for k in rows)
+                instances = sum(k.instances for k in rows)
+                out.append(CategoryStat(category, len(rows), instances, ns, 100.0 * ns / total, exclusive))
         return out
 
     def per_token(self) -> dict[str, float] | None:
         if not self.tokens:
             return None
-        return {
+        out = {
             "kernels_per_token": self.launches / self.tokens,
             "kernel_us_per_token": self.kernel_ns / self.tokens / 1000.0,
         }
+        if self.exclusive:
+            out["exclusive_us_per_token"] = self.exclusive_ns / self.tokens / 1000.0
+        return out
 
     def to_dict(self) -> dict[str, Any]:
         span = self.timeline
@@ -163,10 +175,11 @@ class Profile:
             "tokens": self.tokens,
             "tokens_source": self.tokens_source,
             "kernel_ns": self.kernel_ns,
+            "exclusive_ns": self.exclusive_ns,
             "launches": self.launches,
             "per_token": self.per_token(),
             "categories": [asdict(c) for c in self.categories()],
-            "kernels": [asdict(k) for k in self.kernels],
+            "kernels": [{**asdict(k), "exclusive_ns": self.exclusive.get(k.name, 0)} for k in self.kernels],
             "memops": [asdict(m) for m in self.memops],
             "api": [asdict(a) for a in self.api],
             "nvtx": [asdict(n) for n in self.nvtx],
@@ -255,6 +268,32 @@ def kernel_stats(conn: sqlite3.Connection) -> list[KernelStat]:
         out.append(KernelStat(name, e["short"], categorize(name), pct, total, n, avg_r, med_r, e["lo"], e["hi"], sd_r))
     conn.execute("DROP TABLE temp.kd")
     return sorted(out, key=lambda k: (-k.total_ns, k.instances, k.name))
+
+
+def exclusive_kernel_ns(conn: sqlite3.Connection) -> dict[str, int]:
+    """Per kernel name (demangled text): the time its launches add to the union of kernel intervals.
+
+    A launch's exclusive time is ``end - max(start, reach)``, where ``reach`` is the latest end of every
+    kernel that started before it (0 when an earlier kernel covers it entirely). Under programmatic
+    dependent launch a kernel starts before its predecessor ends and waits inside its own duration, so its
+    traced duration counts time the GPU spent on the predecessor; its exclusive time does not. The
+    exclusive times of all launches add up to the busy time of the kernel timeline. Ties in start time go
+    by end time, then row, so the attribution is deterministic.
+    """
+    rows = conn.execute(
+        f"""SELECT names.value, sum(max(0, k."end" - max(k.start, coalesce(k.reach, k.start))))
+        FROM (
+            SELECT {schema.K_DEMANGLED} AS nid, start, "end",
+                max("end") OVER (ORDER BY start, "end", rowid ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING) AS reach
+            FROM main.{schema.KERNEL}
+        ) AS k
+        LEFT JOIN {schema.STRING_IDS} AS names ON names.id = k.nid
+        GROUP BY k.nid"""
+    ).fetchall()
+    out: dict[str, int] = {}
+    for name, ns in rows:
+        out[name or ""] = out.get(name or "", 0) + int(ns or 0)
+    return out
 
 
 def memop_stats(conn: sqlite3.Connection, present: set[str]) -> list[OpStat]:
@@ -370,10 +409,10 @@ def graph_check(conn: sqlite3.Connection, present: set[str]) -> GraphCheck:
     return GraphCheck(launches, graph_kernels, trace_rows, collapsed)
 
 
-def _kernel_part(path: Path) -> list[KernelStat]:
+def _kernel_part(path: Path) -> tuple[list[KernelStat], dict[str, int]]:
     conn = connect(path)
     try:
-        return kernel_stats(conn)
+        return kernel_stats(conn), exclusive_kernel_ns(conn)
     finally:
         conn.close()
 
@@ -407,7 +446,7 @@ def read_profile(path: Path, tokens: int | None = None, tokens_source: str = "")
                 kernels = pool.submit(_kernel_part, plain)
                 others = pool.submit(_other_part, plain)
                 memops, api, nvtx, span, graphs = others.result()
-                kernel_rows = kernels.result()
+                kernel_rows, exclusive = kernels.result()
         except sqlite3.DatabaseError as exc:
             raise FusekitError(f"{path} is damaged or not a complete Nsight Systems export ({exc})") from exc
     profile = Profile(
@@ -420,6 +459,7 @@ def read_profile(path: Path, tokens: int | None = None, tokens_source: str = "")
         graphs=graphs,
         tokens=tokens,
         tokens_source=tokens_source if tokens else "",
+        exclusive=exclusive,
     )
     if not profile.kernels:
         profile.notes.append("the kernel table is empty: no CUDA kernel ran while the trace was recorded")

@@ -29,11 +29,18 @@ def summary_lines(p: Profile) -> list[str]:
     """The header of a profile: totals, token figures, GPU busy share, graph warning."""
     lines = [f"trace: {p.path}"]
     lines.append(f"kernels: {len(p.kernels)} distinct, {p.launches:,} launches, {_us(p.kernel_ns)} µs kernel time")
+    if p.exclusive and p.kernel_ns:
+        lines.append(
+            f"exclusive: {_us(p.exclusive_ns)} µs of it add to the kernel timeline; "
+            f"{100.0 * (1 - p.exclusive_ns / p.kernel_ns):.1f}% overlaps an earlier kernel "
+            "(a kernel launched early, as under programmatic dependent launch, waits inside its own duration)"
+        )
     per = p.per_token()
     if per:
+        exclusive = f", {per['exclusive_us_per_token']:,.1f} µs exclusive" if "exclusive_us_per_token" in per else ""
         lines.append(
             f"per token ({p.tokens} tokens, {p.tokens_source or 'given'}): "
-            f"{per['kernels_per_token']:,.1f} kernels, {per['kernel_us_per_token']:,.1f} µs kernel time"
+            f"{per['kernels_per_token']:,.1f} kernels, {per['kernel_us_per_token']:,.1f} µs kernel time{exclusive}"
         )
     else:
         lines.append("per token: unknown (pass --tokens N to get kernels and µs per token)")
@@ -50,14 +57,17 @@ def summary_lines(p: Profile) -> list[str]:
 
 def category_table(p: Profile) -> str:
     per_token = bool(p.tokens)
-    headers = ["category", "kernels", "launches", "time µs", "share %"]
+    exclusive = bool(p.exclusive)
+    headers = ["category", "kernels", "launches", "time µs", "share %"] + (["exclusive µs"] if exclusive else [])
     if per_token:
-        headers += ["launches/token", "µs/token"]
+        headers += ["launches/token", "µs/token"] + (["exclusive µs/token"] if exclusive else [])
     rows = []
     for c in p.categories():
         row = [c.category, c.kernels, f"{c.instances:,}", _us(c.total_ns), f"{c.share_pct:.1f}"]
+        row += [_us(c.exclusive_ns)] if exclusive else []
         if per_token and p.tokens:
             row += [f"{c.instances / p.tokens:,.1f}", f"{c.total_ns / p.tokens / 1000.0:,.1f}"]
+            row += [f"{c.exclusive_ns / p.tokens / 1000.0:,.1f}"] if exclusive else []
         rows.append(row)
     return table(headers, rows)
 
@@ -120,18 +130,28 @@ def comparison_text(c: Comparison, top: int) -> str:
         f"kernel time {_us(c.a.kernel_ns)} -> {_us(c.b.kernel_ns)} µs ({_signed_us(c.delta_ns)} µs), "
         f"launches {c.a.launches:,} -> {c.b.launches:,} ({c.delta_launches:+,})",
     ]
+    exclusive = bool(c.a.exclusive and c.b.exclusive)
+    if exclusive:
+        head.append(
+            f"exclusive kernel time {_us(c.a.exclusive_ns)} -> {_us(c.b.exclusive_ns)} µs "
+            f"({_signed_us(c.delta_exclusive_ns)} µs): what the launches add to the kernel timeline"
+        )
     per = c.per_token()
     if per:
+        extra = f", {per['exclusive_us_per_token']:+,.1f} µs exclusive" if "exclusive_us_per_token" in per else ""
         head.append(
             f"per token: {per['kernels_per_token']:+,.1f} kernels, {per['kernel_us_per_token']:+,.1f} µs kernel time"
+            f"{extra}"
         )
     for side, p in (("A", c.a), ("B", c.b)):
         head += [f"WARNING ({side}): {note}" for note in p.notes]
+    excl_headers = ["A excl µs", "B excl µs", "Δ excl µs"] if exclusive else []
     cats = table(
-        ["category", "A µs", "B µs", "Δ µs", "A launches", "B launches", "Δ launches"],
+        ["category", "A µs", "B µs", "Δ µs", *excl_headers, "A launches", "B launches", "Δ launches"],
         [
-            [d.key, _us(d.a_ns), _us(d.b_ns), _signed_us(d.delta_ns), f"{d.a_launches:,}", f"{d.b_launches:,}",
-             f"{d.delta_launches:+,}"]
+            [d.key, _us(d.a_ns), _us(d.b_ns), _signed_us(d.delta_ns),
+             *([_us(d.a_exclusive_ns), _us(d.b_exclusive_ns), _signed_us(d.delta_exclusive_ns)] if exclusive else []),
+             f"{d.a_launches:,}", f"{d.b_launches:,}", f"{d.delta_launches:+,}"]
             for d in c.categories
         ],
     )  # fmt: skip
