@@ -215,6 +215,59 @@ __device__ __forceinline__ void load_y_block(const uint8_t * yrow, int tile, int
     }
 }
 
+// The weight matrix (expert with ids), activation channel and weight sample of one output channel and sample.
+// With ids, the expert id comes from the router kernel: read after the wait (the weight rows it picks follow).
+struct Channels {
+    int x;
+    int y;
+    int sample_x;
+};
+
+template <class Hooks>
+__device__ __forceinline__ Channels resolve_channels(const Problem & p, int channel_dst, int sample_dst) {
+    if (!p.x_is_weight) {
+        Hooks::wait_for_inputs();
+    }
+    int channel_x = channel_dst / p.channel_ratio;
+    if (p.ids) {
+        Hooks::wait_for_inputs();
+        channel_x = p.ids[channel_dst];
+    }
+    return {channel_x, p.ids ? channel_dst % p.nchannels_y : channel_dst, sample_dst / p.sample_ratio};
+}
+
+// Lane's 16-byte loads of one tile (the nvecs loads from x + first on; the gate's the same way).
+template <int VECS, bool GATE>
+__device__ __forceinline__ void load_tile(const uint4 * x, const uint4 * gate, int first, int nvecs, int lane,
+                                          uint4 (&xv)[VECS], uint4 (&gv)[VECS]) {
+#pragma unroll
+    for (int v = 0; v < VECS; ++v) {
+        const int idx = lane + v * kWarp;
+        if (idx < nvecs) {
+            xv[v] = load_stream(x + first + idx);
+            if constexpr (GATE) {
+                gv[v] = load_stream(gate + first + idx);
+            }
+        }
+    }
+}
+
+// Lane's loads of a tile into the warp's staging buffers (x_stage, and gate_stage with a gate).
+template <int VECS, bool GATE>
+__device__ __forceinline__ void stage_tile(uint8_t * x_stage, uint8_t * gate_stage, int nvecs, int lane,
+                                           const uint4 (&xv)[VECS], const uint4 (&gv)[VECS]) {
+#pragma unroll
+    for (int v = 0; v < VECS; ++v) {
+        const int idx = lane + v * kWarp;
+        if (idx < nvecs) {
+            reinterpret_cast<uint4 *>(x_stage)[idx] = xv[v];
+            if constexpr (GATE) {
+                reinterpret_cast<uint4 *>(gate_stage)[idx] = gv[v];
+            }
+        }
+    }
+}
+
 // One output row: bias, the gate's bias and GLU (ggml's fused gate/up), then the store, after the wait (the
 // output may share memory an earlier kernel still reads).
 template <bool GATE, class Hooks>
@@ -261,25 +314,14 @@ q8_gemv_kernel(const Problem p) {
     const int row         = blockIdx.x * rows_per_cta + warp / SPLIT;
     const int channel_dst = blockIdx.y;
     const int sample_dst  = blockIdx.z;
-
-    if (!p.x_is_weight) {
-        Hooks::wait_for_inputs();
-    }
-    // ids come from the router kernel: read them after the wait (the weight rows they pick follow).
-    int channel_x = channel_dst / p.channel_ratio;
-    if (p.ids) {
-        Hooks::wait_for_inputs();
-        channel_x = p.ids[channel_dst];
-    }
-    const int channel_y = p.ids ? channel_dst % p.nchannels_y : channel_dst;
-    const int sample_x  = sample_dst / p.sample_ratio;
+    const Channels ch     = resolve_channels<Hooks>(p, channel_dst, sample_dst);
 
     float acc = 0.0f, acc_gate = 0.0f;
     if (row < p.nrows) {
-        const int64_t xoff = (sample_x * p.sample_x + channel_x * p.channel_x + row * p.row_x) * block_bytes;
+        const int64_t xoff = (ch.sample_x * p.sample_x + ch.x * p.channel_x + row * p.row_x) * block_bytes;
         const uint4 * xrow = reinterpret_cast<const uint4 *>(p.x + xoff);
         const uint4 * grow = GATE ? reinterpret_cast<const uint4 *>(p.gate + xoff) : nullptr;
-        const uint8_t * yrow = p.y + (sample_dst * p.sample_y + channel_y * p.channel_y) * kYBlockBytes;
+        const uint8_t * yrow = p.y + (sample_dst * p.sample_y + ch.y * p.channel_y) * kYBlockBytes;
         const int ntiles = tile_count(p.nblocks);
 
         for (int tile0 = slice; tile0 < ntiles; tile0 += SPLIT * UNROLL) {
@@ -294,16 +336,7 @@ q8_gemv_kernel(const Problem p) {
             for (int u = 0; u < UNROLL; ++u) {
                 const int tile  = tile0 + u * SPLIT;
                 const int nvecs = vecs_in_tile(p.nblocks, tile, block_bytes);
-#pragma unroll
-                for (int v = 0; v < vecs_per_lane; ++v) {
-                    const int idx = lane + v * kWarp;
-                    if (idx < nvecs) {
-                        xv[u][v] = load_stream(xrow + tile * tile_vecs + idx);
-                        if constexpr (GATE) {
-                            gv[u][v] = load_stream(grow + tile * tile_vecs + idx);
-                        }
-                    }
-                }
+                load_tile<vecs_per_lane, GATE>(xrow, grow, tile * tile_vecs, nvecs, lane, xv[u], gv[u]);
             }
             // 2. the activations (written by the quantize kernel just before): after the wait
             if (tile0 == slice) {
@@ -327,16 +360,7 @@ q8_gemv_kernel(const Problem p) {
                 }
                 const int nblk  = blocks_in_tile(p.nblocks, tile);
                 const int nvecs = vecs_in_tile(p.nblocks, tile, block_bytes);
-#pragma unroll
-                for (int v = 0; v < vecs_per_lane; ++v) {
-                    const int idx = lane + v * kWarp;
-                    if (idx < nvecs) {
-                        reinterpret_cast<uint4 *>(stage[warp][0])[idx] = xv[u][v];
-                        if constexpr (GATE) {
-                            reinterpret_cast<uint4 *>(stage[warp][1])[idx] = gv[u][v];
-                        }
-                    }
-                }
+                stage_tile<vecs_per_lane, GATE>(stage[warp][0], stage[warp][GATE ? 1 : 0], nvecs, lane, xv[u], gv[u]);
                 __syncwarp();
                 const int nused = blocks_used(nblk, p.sabotage);
                 const int yu    = Y_LATE ? 0 : u;
@@ -383,7 +407,7 @@ q8_gemv_kernel(const Problem p) {
     if (lane != 0 || row >= p.nrows) {
         return;
     }
-    write_row<GATE, Hooks>(p, row, channel_x, channel_dst, sample_dst, acc, acc_gate);
+    write_row<GATE, Hooks>(p, row, ch.x, channel_dst, sample_dst, acc, acc_gate);
 }
 
 // The short-row kernel: each warp sums one packed tile of PACK rows (rows_per_tile), then reduces within each
@@ -404,53 +428,25 @@ q8_gemv_packed_kernel(const Problem p) {
     const int rows        = min(PACK, p.nrows - row0);  // this warp's rows (none when <= 0)
     const int my_row      = packed_row(lane, PACK);
     const int my_block    = packed_block(lane, PACK);
-
-    if (!p.x_is_weight) {
-        Hooks::wait_for_inputs();
-    }
-    int channel_x = channel_dst / p.channel_ratio;
-    if (p.ids) {
-        Hooks::wait_for_inputs();
-        channel_x = p.ids[channel_dst];
-    }
-    const int channel_y = p.ids ? channel_dst % p.nchannels_y : channel_dst;
-    const int sample_x  = sample_dst / p.sample_ratio;
+    const Channels ch     = resolve_channels<Hooks>(p, channel_dst, sample_dst);
 
     float acc = 0.0f, acc_gate = 0.0f;
     if (rows > 0) {
-        const int64_t xoff  = (sample_x * p.sample_x + channel_x * p.channel_x + (int64_t) row0 * p.row_x) * block_bytes;
+        const int64_t xoff  = (ch.sample_x * p.sample_x + ch.x * p.channel_x + (int64_t) row0 * p.row_x) * block_bytes;
         const uint4 * xtile = reinterpret_cast<const uint4 *>(p.x + xoff);
         const uint4 * gtile = GATE ? reinterpret_cast<const uint4 *>(p.gate + xoff) : nullptr;
         const int     nvecs = packed_vecs(rows, PACK, block_bytes);
         uint4 xv[vecs_per_lane];
         uint4 gv[vecs_per_lane];
-#pragma unroll
-        for (int v = 0; v < vecs_per_lane; ++v) {
-            const int idx = lane + v * kWarp;
-            if (idx < nvecs) {
-                xv[v] = load_stream(xtile + idx);
-                if constexpr (GATE) {
-                    gv[v] = load_stream(gtile + idx);
-                }
-            }
-        }
+        load_tile<vecs_per_lane, GATE>(xtile, gtile, 0, nvecs, lane, xv, gv);
         Hooks::wait_for_inputs();  // the activations come from the kernel before
         int   yq[8];
         float dy = 0.0f, sy = 0.0f;
-        const uint8_t * yrow = p.y + (sample_dst * p.sample_y + channel_y * p.channel_y) * kYBlockBytes;
+        const uint8_t * yrow = p.y + (sample_dst * p.sample_y + ch.y * p.channel_y) * kYBlockBytes;
         if (my_row < rows) {
             load_y_block(yrow, 0, my_block, yq, dy, sy);
         }
-#pragma unroll
-        for (int v = 0; v < vecs_per_lane; ++v) {
-            const int idx = lane + v * kWarp;
-            if (idx < nvecs) {
-                reinterpret_cast<uint4 *>(stage[warp][0])[idx] = xv[v];
-                if constexpr (GATE) {
-                    reinterpret_cast<uint4 *>(stage[warp][1])[idx] = gv[v];
-                }
-            }
-        }
+        stage_tile<vecs_per_lane, GATE>(stage[warp][0], stage[warp][GATE ? 1 : 0], nvecs, lane, xv, gv);
         __syncwarp();
         if (my_row < rows && my_block < blocks_used(group, p.sabotage)) {
             acc = block_dot_of<W>(stage[warp][0], lane, yq, dy, sy);
@@ -470,7 +466,7 @@ q8_gemv_packed_kernel(const Problem p) {
     if (my_block != 0 || my_row >= rows) {
         return;
     }
-    write_row<GATE, Hooks>(p, row0 + my_row, channel_x, channel_dst, sample_dst, acc, acc_gate);
+    write_row<GATE, Hooks>(p, row0 + my_row, ch.x, channel_dst, sample_dst, acc, acc_gate);
 }
 
 // Warps per row: enough CTAs to cover the GPU about twice, never more slices than tiles.

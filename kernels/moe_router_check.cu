@@ -146,8 +146,6 @@ int main(int argc, char ** argv) {
         CHECK(cudaMalloc(&dids, size_t(c.n_used) * 4));
         CHECK(cudaMemcpy(dw, w.data(), w.size() * 4, cudaMemcpyHostToDevice));
         CHECK(cudaMemcpy(dx, x.data(), x.size() * 4, cudaMemcpyHostToDevice));
-        CHECK(cudaMemset(dweights, 0xff, size_t(c.n_used) * 4));  // NaN
-        CHECK(cudaMemset(dids, 0xff, size_t(c.n_used) * 4));      // -1
 
         fusekit_moe::RouterParams p{};
         p.w = dw; p.x = dx; p.logits = dlogits; p.ids = dids; p.weights = dweights; p.ticket = ticket;
@@ -161,47 +159,47 @@ int main(int argc, char ** argv) {
             std::fprintf(stderr, "unsupported router case %s\n", c.what);
             return 2;
         }
-        kernel<<<fusekit_moe::router_grid(p), fusekit_moe::kCta>>>(p);
-        CHECK(cudaGetLastError());
-        CHECK(cudaDeviceSynchronize());
-        std::vector<int32_t> ids(c.n_used);
-        std::vector<float> out(c.n_used);
-        CHECK(cudaMemcpy(ids.data(), dids, ids.size() * 4, cudaMemcpyDeviceToHost));
-        CHECK(cudaMemcpy(out.data(), dweights, out.size() * 4, cudaMemcpyDeviceToHost));
-        const bool ids_ok = std::equal(ids.begin(), ids.end(), ref_ids.begin());
-        const double rel = rel_err(out, ref_w);
-        const bool ok = ids_ok && rel < 1e-5;
-        ++checks;
-        failures += ok ? 0 : 1;
-        const double us = sabotage ? 0.0 : fusekit_standalone::median_launch_us([&](int) { kernel<<<fusekit_moe::router_grid(p), fusekit_moe::kCta>>>(p); }, 20, 200, 15);
-        std::printf("%-42s %8s %10.2e %9.2f %9s\n", c.what, ids_ok ? "same" : "DIFFER", rel, us, ok ? "ok" : "WRONG");
-
+        // One kernel: poisoned outputs, one launch, ids and weights against the reference, then its timing.
+        struct Outcome {
+            bool ids_ok;
+            double rel;
+            bool ok;
+            double us;
+        };
+        auto run_checked = [&](void (*k)(fusekit_moe::RouterParams), const char * label) {
+            CHECK(cudaMemset(dweights, 0xff, size_t(c.n_used) * 4));  // NaN
+            CHECK(cudaMemset(dids, 0xff, size_t(c.n_used) * 4));      // -1
+            k<<<fusekit_moe::router_grid(p), fusekit_moe::kCta>>>(p);
+            CHECK(cudaGetLastError());
+            CHECK(cudaDeviceSynchronize());
+            std::vector<int32_t> ids(c.n_used);
+            std::vector<float> out(c.n_used);
+            CHECK(cudaMemcpy(ids.data(), dids, ids.size() * 4, cudaMemcpyDeviceToHost));
+            CHECK(cudaMemcpy(out.data(), dweights, out.size() * 4, cudaMemcpyDeviceToHost));
+            Outcome o{std::equal(ids.begin(), ids.end(), ref_ids.begin()), rel_err(out, ref_w), false, 0.0};
+            o.ok = o.ids_ok && o.rel < 1e-5;
+            ++checks;
+            failures += o.ok ? 0 : 1;
+            if (!sabotage) {
+                o.us = fusekit_standalone::median_launch_us([&](int) { k<<<fusekit_moe::router_grid(p), fusekit_moe::kCta>>>(p); }, 20, 200, 15);
+            }
+            std::printf("%-42s %8s %10.2e %9.2f %9s\n", label, o.ids_ok ? "same" : "DIFFER", o.rel, o.us, o.ok ? "ok" : "WRONG");
+            return o;
+        };
+        const Outcome plain = run_checked(kernel, c.what);
         // The experiment fusion-3-router-ahead: weights loaded before the wait (AHEAD = 4), checked the same way.
         void (*ahead_kernel)(fusekit_moe::RouterParams) = nullptr;
         fusekit_moe::router_kernel_for<PlainHooks, 4>(c.n_expert, &ahead_kernel);
-        CHECK(cudaMemset(dweights, 0xff, size_t(c.n_used) * 4));
-        CHECK(cudaMemset(dids, 0xff, size_t(c.n_used) * 4));
-        ahead_kernel<<<fusekit_moe::router_grid(p), fusekit_moe::kCta>>>(p);
-        CHECK(cudaGetLastError());
-        CHECK(cudaDeviceSynchronize());
-        CHECK(cudaMemcpy(ids.data(), dids, ids.size() * 4, cudaMemcpyDeviceToHost));
-        CHECK(cudaMemcpy(out.data(), dweights, out.size() * 4, cudaMemcpyDeviceToHost));
-        const bool ahead_ids_ok = std::equal(ids.begin(), ids.end(), ref_ids.begin());
-        const double ahead_rel = rel_err(out, ref_w);
-        const bool ahead_ok = ahead_ids_ok && ahead_rel < 1e-5;
-        ++checks;
-        failures += ahead_ok ? 0 : 1;
-        const double ahead_us = sabotage ? 0.0 : fusekit_standalone::median_launch_us([&](int) { ahead_kernel<<<fusekit_moe::router_grid(p), fusekit_moe::kCta>>>(p); }, 20, 200, 15);
-        std::printf("%-42s %8s %10.2e %9.2f %9s\n", "  (weights loaded ahead)", ahead_ids_ok ? "same" : "DIFFER", ahead_rel, ahead_us,
-                    ahead_ok ? "ok" : "WRONG");
+        const Outcome ahead = run_checked(ahead_kernel, "  (weights loaded ahead)");
         char row[768];
         std::snprintf(row, sizeof row,
                       "%s{\"what\": \"%s\", \"n_embd\": %d, \"n_expert\": %d, \"n_used\": %d, \"ids_identical\": %s, "
                       "\"rel_err\": %.3e, \"ok\": %s, \"us\": %.3f, \"ahead\": {\"ids_identical\": %s, \"rel_err\": %.3e, "
                       "\"ok\": %s, \"us\": %.3f}}",
-                      json.back() == '[' ? "" : ", ", c.what, c.n_embd, c.n_expert, c.n_used, ids_ok ? "true" : "false",
-                      std::isfinite(rel) ? rel : 1e300, ok ? "true" : "false", us, ahead_ids_ok ? "true" : "false",
-                      std::isfinite(ahead_rel) ? ahead_rel : 1e300, ahead_ok ? "true" : "false", ahead_us);
+                      json.back() == '[' ? "" : ", ", c.what, c.n_embd, c.n_expert, c.n_used, plain.ids_ok ? "true" : "false",
+                      std::isfinite(plain.rel) ? plain.rel : 1e300, plain.ok ? "true" : "false", plain.us,
+                      ahead.ids_ok ? "true" : "false", std::isfinite(ahead.rel) ? ahead.rel : 1e300,
+                      ahead.ok ? "true" : "false", ahead.us);
         json += row;
         CHECK(cudaFree(dw)); CHECK(cudaFree(dx)); CHECK(cudaFree(dlogits)); CHECK(cudaFree(dweights)); CHECK(cudaFree(dids));
     }

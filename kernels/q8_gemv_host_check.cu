@@ -203,6 +203,17 @@ int main(int argc, char ** argv) {
     const bool sabotage = argc > 1 && std::strcmp(argv[1], "--sabotage") == 0;
     std::mt19937 rng(20261130u);
     int checks = 0, failures = 0, sum_checks = 0, sum_failures = 0;
+    // One row sum against its float64 value, counted as a sum check. Relative to the sum of |terms|: a row whose
+    // terms cancel has a tiny |ref|, and no fp32 summation order can promise a small error relative to that.
+    auto sum_ok = [&](float out, const Row & r, double & rel) {
+        rel = std::fabs(out - r.ref) / r.ref_abs;
+        const bool ok = std::isfinite(out) && rel < 1e-5;
+        ++checks;
+        ++sum_checks;
+        failures += ok ? 0 : 1;
+        sum_failures += ok ? 0 : 1;
+        return ok;
+    };
     // K values: one partial tile, one full tile plus a partial one, the 35B and Llama shapes.
     for (Weights w : {Weights::q8_0, Weights::q4_0})
     for (int k : {256, 768, 1024, 1280, 1536, 2048, 4096, 14336}) {
@@ -215,15 +226,8 @@ int main(int argc, char ** argv) {
                 }
                 for (int unroll : {2, 4, 8}) {
                     const float out = emulate(r, nblocks, split, unroll, sabotage ? 1 : 0, rng);
-                    // Relative to the sum of |terms|: a row whose terms cancel has a tiny |ref|, and
-                    // no fp32 summation order can promise a small error relative to that.
-                    const double rel = std::fabs(out - r.ref) / r.ref_abs;
-                    const bool ok = std::isfinite(out) && rel < 1e-5;
-                    ++checks;
-                    ++sum_checks;
-                    failures += ok ? 0 : 1;
-                    sum_failures += ok ? 0 : 1;
-                    if (!ok && !sabotage) {
+                    double rel = 0.0;
+                    if (!sum_ok(out, r, rel) && !sabotage) {
                         std::printf("WRONG %s k=%d split=%d unroll=%d: %.9g vs %.9g (rel %.2e)\n",
                                     w == Weights::q4_0 ? "q4_0" : "q8_0", k, split, unroll, out, r.ref, rel);
                     }
@@ -244,13 +248,8 @@ int main(int argc, char ** argv) {
             }
             const std::vector<float> out = emulate_packed(rows, nblocks, sabotage ? 1 : 0, rng);
             for (int i = 0; i < nrows; ++i) {
-                const double rel = std::fabs(out[i] - rows[i].ref) / rows[i].ref_abs;
-                const bool ok = std::isfinite(out[i]) && rel < 1e-5;
-                ++checks;
-                ++sum_checks;
-                failures += ok ? 0 : 1;
-                sum_failures += ok ? 0 : 1;
-                if (!ok && !sabotage) {
+                double rel = 0.0;
+                if (!sum_ok(out[i], rows[i], rel) && !sabotage) {
                     std::printf("WRONG packed %s k=%d rows=%d row %d: %.9g vs %.9g (rel %.2e)\n",
                                 w == Weights::q4_0 ? "q4_0" : "q8_0", k, nrows, i, out[i], rows[i].ref, rel);
                 }

@@ -281,14 +281,17 @@ def exclusive_kernel_ns(conn: sqlite3.Connection) -> dict[str, int]:
     by end time, then row, so the attribution is deterministic.
     """
     rows = conn.execute(
-        f"""SELECT names.value, sum(max(0, k."end" - max(k.start, coalesce(k.reach, k.start))))
+        f"""SELECT names.value, g.ns
         FROM (
-            SELECT {schema.K_DEMANGLED} AS nid, start, "end",
-                max("end") OVER (ORDER BY start, "end", rowid ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING) AS reach
-            FROM main.{schema.KERNEL}
-        ) AS k
-        LEFT JOIN {schema.STRING_IDS} AS names ON names.id = k.nid
-        GROUP BY k.nid"""
+            SELECT nid, sum(max(0, "end" - max(start, coalesce(reach, start)))) AS ns
+            FROM (
+                SELECT {schema.K_DEMANGLED} AS nid, start, "end", max("end") OVER before AS reach
+                FROM main.{schema.KERNEL}
+                WINDOW before AS (ORDER BY start, "end", rowid ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING)
+            )
+            GROUP BY nid
+        ) AS g
+        LEFT JOIN {schema.STRING_IDS} AS names ON names.id = g.nid"""
     ).fetchall()
     out: dict[str, int] = {}
     for name, ns in rows:
@@ -409,15 +412,17 @@ def graph_check(conn: sqlite3.Connection, present: set[str]) -> GraphCheck:
     return GraphCheck(launches, graph_kernels, trace_rows, collapsed)
 
 
-def _kernel_part(path: Path) -> tuple[list[KernelStat], dict[str, int]]:
+def _kernel_part(path: Path) -> list[KernelStat]:
     conn = connect(path)
     try:
-        return kernel_stats(conn), exclusive_kernel_ns(conn)
+        return kernel_stats(conn)
     finally:
         conn.close()
 
 
-def _other_part(path: Path) -> tuple[list[OpStat], list[OpStat], list[OpStat], Timeline | None, GraphCheck]:
+def _other_part(
+    path: Path,
+) -> tuple[list[OpStat], list[OpStat], list[OpStat], Timeline | None, GraphCheck, dict[str, int]]:
     conn = connect(path)
     try:
         present = tables(conn)
@@ -427,6 +432,7 @@ def _other_part(path: Path) -> tuple[list[OpStat], list[OpStat], list[OpStat], T
             nvtx_stats(conn, present),
             timeline(conn, present),
             graph_check(conn, present),
+            exclusive_kernel_ns(conn),  # here: this part was the shorter of the two
         )
     finally:
         conn.close()
@@ -445,8 +451,8 @@ def read_profile(path: Path, tokens: int | None = None, tokens_source: str = "")
             with ThreadPoolExecutor(max_workers=2) as pool:
                 kernels = pool.submit(_kernel_part, plain)
                 others = pool.submit(_other_part, plain)
-                memops, api, nvtx, span, graphs = others.result()
-                kernel_rows, exclusive = kernels.result()
+                memops, api, nvtx, span, graphs, exclusive = others.result()
+                kernel_rows = kernels.result()
         except sqlite3.DatabaseError as exc:
             raise FusekitError(f"{path} is damaged or not a complete Nsight Systems export ({exc})") from exc
     profile = Profile(
