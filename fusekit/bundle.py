@@ -36,6 +36,10 @@ PIP_PLATFORM += tuple(arg for p in PLATFORMS for arg in ("--platform", p))
 SIZE_LIMIT = 60 * 1000 * 1000
 TARBALL_NAME = "llama.cpp-slim.tar.gz"  # the layout scripts/device_setup.sh reads: whl/, debs/, this tarball
 SOURCE_ROOT = PACKAGE_DIR.parent
+# Debian packages the GPU host scripts unpack from debs/: nsys' importer needs libdw1 and libelf1; every
+# variant build after stock needs ccache (with libhiredis0.14), else each compiles from scratch (~300 s on
+# 16 cores, several variants at once far longer: the session-8 device run lost its builds to this).
+HOST_DEBS = ("libdw1", "libelf1", "ccache", "libhiredis0.14")
 
 RUN_SH = """#!/usr/bin/env bash
 # Install fusekit and the wheels beside it into a private folder (no network needed), then print
@@ -138,6 +142,17 @@ def build_fusekit_wheel(dest: Path) -> Path:
     raise FusekitError("building the fusekit wheel failed (pip install hatchling, or allow pip network)", detail=errors)
 
 
+def host_debs(folder: Path) -> list[Path]:
+    """The .deb files of ``folder``; every package of HOST_DEBS must be among them."""
+    found = sorted(folder.glob("*.deb"))
+    missing = [name for name in HOST_DEBS if not any(deb.name.split("_")[0] == name for deb in found)]
+    if missing:
+        raise FusekitError(
+            f"--debs {folder} lacks {', '.join(missing)} (get them with: apt-get download {' '.join(HOST_DEBS)})"
+        )
+    return found
+
+
 def make_bundle(
     ws: Workspace, out: Path, wheel_cache: Path | None = None, debs: Path | None = None
 ) -> dict[str, object]:
@@ -151,9 +166,7 @@ def make_bundle(
     download_wheels(wheels, wheel_cache)
     build_fusekit_wheel(wheels)
     if debs is not None:
-        found = sorted(debs.glob("*.deb"))
-        if not found:
-            raise FusekitError(f"--debs {debs} holds no .deb files")
+        found = host_debs(debs)
         (out / "debs").mkdir(exist_ok=True)
         for deb in found:
             shutil.copy2(deb, out / "debs" / deb.name)
@@ -173,7 +186,8 @@ def make_bundle(
 @click.option("--wheels", "wheel_cache", type=click.Path(file_okay=False, path_type=Path), default=None,
               help="Take the dependency wheels from this folder instead of PyPI.")  # fmt: skip
 @click.option("--debs", type=click.Path(file_okay=False, exists=True, path_type=Path), default=None,
-              help="Also carry the .deb files of this folder (libdw1, libelf1 for nsys) in debs/.")  # fmt: skip
+              help="Also carry the .deb files of this folder in debs/: libdw1, libelf1 (nsys), ccache, "
+                   "libhiredis0.14 (variant builds); all four are required.")  # fmt: skip
 @click.pass_context
 def bundle_cmd(ctx: click.Context, output: Path, wheel_cache: Path | None, debs: Path | None) -> None:
     """Write a folder for a GPU host without network: slim source, wheels, run.sh (under 60 MB).
@@ -182,6 +196,10 @@ def bundle_cmd(ctx: click.Context, output: Path, wheel_cache: Path | None, debs:
     scripts/gpu_batch.sh read.
     """
     ws = Workspace(resolve_home(ctx.obj.get("home") if ctx.obj else None))
+    if debs is None:
+        click.echo(
+            f"fusekit: no --debs: the host gets no ccache and no nsys importer ({', '.join(HOST_DEBS)})", err=True
+        )
     info = make_bundle(ws, output, wheel_cache, debs)
     for name in info["files"]:  # type: ignore[union-attr]
         click.echo(f"  {name}")

@@ -132,6 +132,8 @@ case "$STEP" in
     bash "$0" "$B" models >"$B/logs/step-models.log" 2>&1 &
     models_pid=$!
     mapfile -t VARIANTS < <(all_variants)
+    (use_fusekit; command -v ccache >/dev/null) || echo "== WARNING: no ccache on this host (bundle debs/ lacks it):" \
+      "every variant compiles from scratch, about 300 s each on 16 cores"
     echo "== $(date -u +%H:%M:%S) builds: stock ${VARIANTS[*]}"
     BUILD_PARALLEL=${BUILD_PARALLEL:-5} "$REPO/scripts/gpu_batch.sh" "$B" build-foreground "${VARIANTS[@]}" \
       >"$B/logs/build.log" 2>&1 || echo "== some builds failed: $(grep -c '"error"' "$B/results/builds.json" || true)"

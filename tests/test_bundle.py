@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from fusekit.bundle import SIZE_LIMIT, make_bundle, write_slim_tarball
+from fusekit.bundle import SIZE_LIMIT, host_debs, make_bundle, write_slim_tarball
 from fusekit.errors import FusekitError
 from fusekit.source import SLIM_MANIFEST
 from fusekit.workspace import Workspace
@@ -88,3 +88,19 @@ def test_bundle_is_small_and_run_sh_installs_fusekit(pinned_home: Path, tmp_path
     assert where.returncode == 0 and where.stdout.count(str(site)) == 2, where.stdout + where.stderr
     helped = subprocess.run([str(site / "bin" / "fusekit"), "--help"], capture_output=True, text=True, env=env)
     assert helped.returncode == 0 and "model" in helped.stdout and "bundle" in helped.stdout
+
+
+def test_host_debs_requires_ccache_and_the_nsys_libraries(tmp_path: Path) -> None:
+    """A debs folder without ccache is refused with one line naming what is missing (session 8 lost its
+    variant builds to a bundle without it); the full set is accepted."""
+    debs = tmp_path / "debs"
+    debs.mkdir()
+    for name in ("libdw1_0.188-2.1_amd64.deb", "libelf1_0.188-2.1_amd64.deb"):
+        (debs / name).write_bytes(b"")
+    with pytest.raises(FusekitError, match=r"lacks ccache, libhiredis0\.14 \(get them with: apt-get download"):
+        host_debs(debs)
+    for name in ("ccache_4.8+really4.7.5-1_amd64.deb", "libhiredis0.14_0.14.1-3_amd64.deb"):
+        (debs / name).write_bytes(b"")
+    assert [deb.name.split("_")[0] for deb in host_debs(debs)] == sorted(
+        ["libdw1", "libelf1", "ccache", "libhiredis0.14"]
+    )
