@@ -24,6 +24,7 @@ from .checkpoint import final_name_of
 from .profile.categories import CATEGORIES, categorize
 from .report import render as render_eval
 from .results import read_result
+from .standalone_timings import timing_tables
 
 BUILDS = "builds.json"
 CHECKS = "checks.txt"
@@ -313,6 +314,17 @@ def _standalone(folder: Path) -> list[str]:
     return [*out, *_table(["program", "device", "flags", "passed", "failed", "verdict"], rows)]
 
 
+def _standalone_timings(folder: Path) -> list[str]:
+    """The standalone programs' experiments side by side (evals/standalone_timings.py)."""
+    out = ["### Standalone timings", ""]
+    tables = timing_tables(folder)
+    if not tables:
+        return [*out, "_No standalone program with timed experiments in this folder: section skipped._"]
+    for table in tables:
+        out += [f"`{table.source}`: {table.caption}.", "", *_table(table.headers, table.rows), ""]
+    return out[:-1]
+
+
 def _bridge_rows(result: dict[str, Any]) -> list[list[Any]]:
     """Bridge checks per contender and token count: passed, failed, of which must-fail."""
     builds = {v["label"]: v.get("build", {}).get("variant", v["label"]) for v in result["variants"]}
@@ -362,6 +374,8 @@ def _correctness(folder: Path) -> list[str]:
         *_smoke(folder),
         "",
         *_standalone(folder),
+        "",
+        *_standalone_timings(folder),
         "",
         *_bridge_checks(folder),
     ]
