@@ -17,7 +17,8 @@
 # GPU0_STEPS / GPU1_STEPS replace the two chains' steps (e.g. GPU1_STEPS="check-mm eval2" for a short session);
 # NO_SABOTAGE=1 builds no sabotage variant (for a session that runs no sabotage check); NO_EXPERIMENTS=1 leaves
 # patches/experiments/ out (no experiment variant, and the stack with experiments is the stack).
-# VARIANTS="spec ..." builds exactly these variants (besides stock) instead; the step control evaluates
+# VARIANTS="spec ..." builds exactly these variants (besides stock) instead, and smoke, check-mm, eval, eval2 and
+# profile-a then measure exactly these (the control step keeps its own list); the step control evaluates
 # patches/controls/ (stock with a pure fp32-order change) and fusion-5 against stock, quality only, on both models.
 # FOCUS="2 5" limits the fusion scripts (their builds, checks, races, standalone programs, single evals) to
 # those fusions; the stacks still hold every fusion. EVAL_FUSIONS="fusion-5" limits the single-fusion evals.
@@ -56,6 +57,10 @@ all_variants() {  # every script's variants, then the whole stack, without repea
   { for script in "${SCRIPTS[@]}"; do bash "$script" "$B" variants; done; echo "$STACK"; echo "$STACK_EXP"; } \
     | awk -v skip="${NO_SABOTAGE:-0}" -v noexp="${NO_EXPERIMENTS:-0}" \
       '!seen[$0]++ && !(skip == 1 && /sabotage/) && !(noexp == 1 && /\/experiments\//)'
+}
+
+measured() {  # measured DEFAULT...: with VARIANTS set, exactly those (every step measures what was built); else DEFAULT
+  if [[ -n "${VARIANTS:-}" ]]; then all_variants; else printf '%s\n' "$@"; fi
 }
 
 tbo_matrix_products() {  # tbo_matrix_products NAME BIN: the three matrix-product ops must pass on BIN
@@ -187,7 +192,7 @@ case "$STEP" in
     ;;
   check-mm)  # the matrix-product ops only, on fusion-5 (if built), the stack and the stack with the experiments
     use_fusekit
-    for spec in $(ok_variants fusion-5 "$STACK" "$STACK_EXP"); do
+    for spec in $(ok_variants $(measured fusion-5 "$STACK" "$STACK_EXP")); do
       label=$(spec_label "$spec")
       tbo_matrix_products "mm-$label" "$(bin_of "$label")"
     done
@@ -199,7 +204,7 @@ case "$STEP" in
   smoke)  # a short prompt and decode of each variant on the 35B preset: a crash keeps it out of the evals
     use_fusekit
     : >"$B/results/smoke.txt"
-    for spec in stock $(ok_variants "${FUSIONS[@]}" "$STACK" "${EXPERIMENTS[@]}" "$STACK_EXP"); do
+    for spec in stock $(ok_variants $(measured "${FUSIONS[@]}" "$STACK" "${EXPERIMENTS[@]}" "$STACK_EXP")); do
       rc=0 variant=$(spec_label "$spec")
       timeout 180 "$(bin_of "$variant")/llama-bench" -m "$BIG" -p 64 -n 16 -r 1 -ngl 99 -fa 1 -o csv \
         >"$B/logs/smoke-$variant.log" 2>&1 || rc=$?
@@ -210,7 +215,7 @@ case "$STEP" in
     ;;
   eval)
     # shellcheck disable=SC2046
-    session_eval "$(ok_variants "${EVAL_FUSIONS[@]}" "$STACK" "${EXPERIMENTS[@]}" "$STACK_EXP")" "$BIG" all-35b --ppl --kl --ppl-ubatch 1  # the one-token kernels the fusions change
+    session_eval "$(ok_variants $(measured "${EVAL_FUSIONS[@]}" "$STACK" "${EXPERIMENTS[@]}" "$STACK_EXP"))" "$BIG" all-35b --ppl --kl --ppl-ubatch 1  # the one-token kernels the fusions change
     ;;
   control)  # how far each model amplifies a pure fp32 order change: the controls and fusion-5, KL and text only
     mapfile -t CONTROLS < <(ls "$REPO"/patches/controls/*.patch)
@@ -219,10 +224,10 @@ case "$STEP" in
     done
     ;;
   eval2)  # the second model (llama shapes, all Q8_0): the fusions that fire there, and the stack
-    PROMPTS=512 session_eval "$(ok_variants fusion-1 fusion-5 "$STACK" "${EXPERIMENTS[@]}" "$STACK_EXP")" "$SECOND" all-llama8b --ppl --kl --ppl-ubatch 1
+    PROMPTS=512 session_eval "$(ok_variants $(measured fusion-1 fusion-5 "$STACK" "${EXPERIMENTS[@]}" "$STACK_EXP"))" "$SECOND" all-llama8b --ppl --kl --ppl-ubatch 1
     ;;
   profile-a)
-    for spec in $(ok_variants "$STACK_EXP" "$STACK" fusion-5); do session_profile "$spec" "$BIG"; done
+    for spec in $(ok_variants $(measured "$STACK_EXP" "$STACK" fusion-5)); do session_profile "$spec" "$BIG"; done
     ;;
   profile-b)
     for spec in $(ok_variants fusion-1 fusion-3 fusion-2 "${EXPERIMENTS[@]}"); do session_profile "$spec" "$BIG"; done
