@@ -29,10 +29,12 @@ REPO=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 export FUSEKIT_HOME=${FUSEKIT_HOME:-/tmp/fusekit-gpu} MODELS=${MODELS:-/tmp/fusekit-models}
 BIG=$MODELS/qwen3.6-35b-a3b.gguf
 SECOND=$MODELS/llama-3-8b-q8_0.gguf  # written by h200_fusion5.sh models: llama shapes, every matrix Q8_0
-EXPERIMENTS=()  # patches/experiments/fusion-N-*.patch, each measured on top of its fusion
+EXPERIMENTS=()  # patches/experiments/fusion-N-*.patch, each measured on top of its fusion (or its "Applies on:" fusions)
 for patch in "$REPO"/patches/experiments/fusion-*.patch; do
   [[ -e "$patch" && "${NO_EXPERIMENTS:-0}" != 1 ]] || continue
-  name=$(basename "$patch"); EXPERIMENTS+=("$(cut -d- -f1-2 <<<"$name")+$patch")
+  base=$(sed -n '/^diff --git/q; s/^Applies on: //p' "$patch" | tr -s ' ' '+')
+  [[ -n "$base" ]] || base=$(basename "$patch" | cut -d- -f1-2)
+  EXPERIMENTS+=("$base+$patch")
 done
 mkdir -p "$B/results" "$B/logs" "$B/bin"
 # shellcheck source=host_env.sh
@@ -45,7 +47,7 @@ for script in "${SCRIPTS[@]}"; do
 done
 STACK=$(IFS=+; echo "${FUSIONS[*]}")
 STACK_EXP=$STACK  # the stack with every experiment on top
-for experiment in "${EXPERIMENTS[@]}"; do STACK_EXP+="+${experiment#*+}"; done
+for experiment in "${EXPERIMENTS[@]}"; do STACK_EXP+="+${experiment##*+}"; done
 if [[ -n "${FOCUS:-}" ]]; then  # only these fusions' scripts (the stacks stay whole)
   SCRIPTS=() FUSIONS=()
   for n in $FOCUS; do SCRIPTS+=("$REPO/scripts/h200_fusion$n.sh"); FUSIONS+=("fusion-$n"); done
@@ -66,6 +68,8 @@ measured() {  # measured DEFAULT...: with VARIANTS set, exactly those (every ste
 tbo_matrix_products() {  # tbo_matrix_products NAME BIN: the three matrix-product ops must pass on BIN
   local op
   for op in MUL_MAT MUL_MAT_ID MUL_MAT_VEC_FUSION; do tbo "$1-$op" pass "$2" -o "$op"; done
+  # fusion-2-gated-norm-q8 hands ssm_out its q8_1 input: its GDN_CHAINS cases end in a Q8_0 product
+  [[ "$2" != *gated-norm-q8* ]] || tbo "$1-GDN_CHAINS" pass "$2" -o GDN_CHAINS
 }
 
 each() {  # each STEP: run STEP of every fusion script, going on after a failure; non-zero if any failed

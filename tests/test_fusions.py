@@ -92,12 +92,22 @@ def test_stack_compiles(home: Path, stack: list[str]) -> None:
 
 
 EXPERIMENTS = sorted((REPO / "patches" / "experiments").glob("*.patch"))
-SABOTAGES = {"fusion-5": REPO / "tests" / "patches" / "sabotage-q8-gemv.patch"}
+SABOTAGES = {
+    "fusion-1": REPO / "tests" / "patches" / "sabotage-norm-quantize.patch",
+    "fusion-2": REPO / "tests" / "patches" / "sabotage-gdn-chains.patch",
+    "fusion-5": REPO / "tests" / "patches" / "sabotage-q8-gemv.patch",
+}
 
 
-def experiment_base(patch: Path) -> str:
-    """The fusion an experiment patch goes on top of: its file name starts with it (fusion-5-...)."""
-    return "-".join(patch.name.split("-")[:2])
+def experiment_bases(patch: Path) -> list[str]:
+    """The fusions an experiment patch goes on top of: its header's "Applies on:" line, else the fusion its
+    file name starts with (fusion-5-...)."""
+    for line in patch.read_text().splitlines():
+        if line.startswith("diff --git"):
+            break
+        if line.startswith("Applies on: "):
+            return line.removeprefix("Applies on: ").split()
+    return ["-".join(patch.name.split("-")[:2])]
 
 
 @needs_nvcc
@@ -105,11 +115,12 @@ def experiment_base(patch: Path) -> str:
 def test_experiment_patches_apply_with_their_sabotage_and_compile(home: Path, patch: Path) -> None:
     """An experiment (patches/experiments/) stays applicable on its fusion, also after the fusion's sabotage
     patch (the next GPU session builds both), and the units it changes compile for sm_90."""
-    base = experiment_base(patch)
-    if base in SABOTAGES:
-        assert run(home, "apply", base, str(SABOTAGES[base]), str(patch))[0] == 0
-        assert run(home, "reset")[0] == 0
-    assert run(home, "apply", base, str(patch))[0] == 0
+    bases = experiment_bases(patch)
+    for base in bases:
+        if base in SABOTAGES:
+            assert run(home, "apply", *bases, str(SABOTAGES[base]), str(patch))[0] == 0
+            assert run(home, "reset")[0] == 0
+    assert run(home, "apply", *bases, str(patch))[0] == 0
     record = run_json(home, "compile-check", "--arch", "90", "--json")
     assert record["units"] and all(u["ok"] for u in record["units"]), record
 
