@@ -70,6 +70,7 @@ tbo_matrix_products() {  # tbo_matrix_products NAME BIN: the three matrix-produc
   for op in MUL_MAT MUL_MAT_ID MUL_MAT_VEC_FUSION; do tbo "$1-$op" pass "$2" -o "$op"; done
   # fusion-2-gated-norm-q8 hands ssm_out its q8_1 input: its GDN_CHAINS cases end in a Q8_0 product
   [[ "$2" != *gated-norm-q8* ]] || tbo "$1-GDN_CHAINS" pass "$2" -o GDN_CHAINS
+  [[ "$2" != *fusion-1-gated-q8* ]] || tbo "$1-FUSEKIT_GATED_Q8" pass "$2" -o FUSEKIT_GATED_Q8  # its own cases
 }
 
 each() {  # each STEP: run STEP of every fusion script, going on after a failure; non-zero if any failed
