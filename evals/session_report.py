@@ -24,7 +24,7 @@ from .checkpoint import final_name_of
 from .profile.categories import CATEGORIES, categorize
 from .report import render as render_eval
 from .results import read_result
-from .standalone_timings import timing_tables
+from .standalone_timings import TABLE_MAKERS
 
 BUILDS = "builds.json"
 CHECKS = "checks.txt"
@@ -290,11 +290,17 @@ def standalone_counts(data: dict[str, Any]) -> tuple[int, int]:
     return sum(oks), len(oks) - sum(oks)
 
 
-def _standalone_row(path: Path) -> list[Any]:
-    """Program, counts, and whether a sabotage run failed every check as it must."""
+def _standalone_json(path: Path) -> dict[str, Any]:
+    """A standalone program's JSON object; anything else is a one-line FusekitError."""
     data = _json(path)
     if not isinstance(data, dict):
         raise FusekitError(f"{path} is not a standalone program's JSON object")
+    return data
+
+
+def _standalone_row(path: Path) -> list[Any]:
+    """Program, counts, and whether a sabotage run failed every check as it must."""
+    data = _standalone_json(path)
     passed, failed = standalone_counts(data)
     if data.get("sabotage"):
         verdict = "every check failed, as it must" if passed == 0 else f"**{passed} checks passed under sabotage**"
@@ -317,7 +323,10 @@ def _standalone(folder: Path) -> list[str]:
 def _standalone_timings(folder: Path) -> list[str]:
     """The standalone programs' experiments side by side (evals/standalone_timings.py)."""
     out = ["### Standalone timings", ""]
-    tables = timing_tables(folder)
+    tables = []
+    for name, make in TABLE_MAKERS.items():
+        if (folder / name).is_file() and (table := make(name, _standalone_json(folder / name))) is not None:
+            tables.append(table)
     if not tables:
         return [*out, "_No standalone program with timed experiments in this folder: section skipped._"]
     for table in tables:

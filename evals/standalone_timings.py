@@ -1,4 +1,5 @@
 """Timing tables from the standalone kernel programs' JSON (q8-gemv, moe-router), for the session report.
+Pure data to table: the report reads the files (evals/session_report.py).
 
 The programs time every experiment of a kernel on the same data in one process; these tables set the
 experiments side by side per shape so a report shows what an experiment gained before it reached ggml.
@@ -7,12 +8,9 @@ Only checked timings count: a row whose check failed shows its time struck out.
 
 from __future__ import annotations
 
-import json
+from collections.abc import Callable
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
-
-from fusekit.errors import FusekitError
 
 
 @dataclass(frozen=True)
@@ -25,25 +23,15 @@ class TimingTable:
     rows: list[list[Any]]
 
 
-def _load(path: Path) -> dict[str, Any]:
-    try:
-        data = json.loads(path.read_text())
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise FusekitError(f"{path} is not valid JSON: {exc}") from exc
-    if not isinstance(data, dict):
-        raise FusekitError(f"{path} is not a standalone program's JSON object")
-    return data
-
-
 def _us(entry: dict[str, Any]) -> str:
     """Microseconds with two decimals; struck out when the entry's check failed."""
     text = f"{entry['us']:.2f}"
     return text if entry.get("ok", True) else f"~~{text}~~"
 
 
-def q8_gemv_table(path: Path) -> TimingTable | None:
+def q8_gemv_table(source: str, data: dict[str, Any]) -> TimingTable | None:
     """Per shape: the bandwidth floor and every experiment's time (µs), fastest in bold."""
-    shapes = _load(path).get("shapes", [])
+    shapes = data.get("shapes", [])
     names: list[str] = []
     for shape in shapes:
         names += [name for name in shape.get("experiments", {}) if name not in names]
@@ -67,12 +55,12 @@ def q8_gemv_table(path: Path) -> TimingTable | None:
         "µs per call of each launch-shape experiment on the same weights (the floor: a 16-byte streaming read of "
         "the same bytes); the fastest checked time of a row in bold"
     )
-    return TimingTable(path.name, caption, ["shape", "floor", *names], rows)
+    return TimingTable(source, caption, ["shape", "floor", *names], rows)
 
 
-def moe_router_table(path: Path) -> TimingTable | None:
+def moe_router_table(source: str, data: dict[str, Any]) -> TimingTable | None:
     """Per router case: the router kernel and, where timed, its weights-ahead variant (µs)."""
-    cases = _load(path).get("router", [])
+    cases = data.get("router", [])
     if not any("ahead" in case for case in cases):
         return None
     rows = []
@@ -83,17 +71,12 @@ def moe_router_table(path: Path) -> TimingTable | None:
                      _us(ahead) if ahead else "", ratio])  # fmt: skip
     caption = "µs per call of the fused router, and with its weights loaded before the grid-dependency wait"
     return TimingTable(
-        path.name, caption, ["case", "n_embd", "experts", "used", "router", "ahead", "ahead / router"], rows
+        source, caption, ["case", "n_embd", "experts", "used", "router", "ahead", "ahead / router"], rows
     )
 
 
-TABLE_MAKERS = {"q8-gemv-standalone.json": q8_gemv_table, "moe-router-standalone.json": moe_router_table}
-
-
-def timing_tables(folder: Path) -> list[TimingTable]:
-    """Every timing table the folder's standalone JSON files hold (sabotage runs are not timings)."""
-    tables = []
-    for name, make in TABLE_MAKERS.items():
-        if (folder / name).is_file() and (table := make(folder / name)) is not None:
-            tables.append(table)
-    return tables
+# Which program's JSON (its file name in a session folder) makes which table; sabotage runs are not timings.
+TABLE_MAKERS: dict[str, Callable[[str, dict[str, Any]], TimingTable | None]] = {
+    "q8-gemv-standalone.json": q8_gemv_table,
+    "moe-router-standalone.json": moe_router_table,
+}

@@ -7,14 +7,19 @@ from pathlib import Path
 
 import pytest
 
-from evals.standalone_timings import moe_router_table, q8_gemv_table, timing_tables
+from evals.session_report import render_session
+from evals.standalone_timings import moe_router_table, q8_gemv_table
 from fusekit.errors import FusekitError
 
 SESSION8 = Path(__file__).resolve().parent.parent / "results" / "h200-2026-12-01-session8-standalone"
 
 
+def _load(name: str) -> dict:
+    return json.loads((SESSION8 / name).read_text())
+
+
 def test_q8_gemv_table_sets_experiments_side_by_side_and_bolds_the_fastest() -> None:
-    table = q8_gemv_table(SESSION8 / "q8-gemv-standalone.json")
+    table = q8_gemv_table("q8-gemv-standalone.json", _load("q8-gemv-standalone.json"))
     assert table is not None and table.headers[:3] == ["shape", "floor", "late_u4_m2"]
     assert "packed_late_u2_m4" in table.headers
     down = next(row for row in table.rows if row[0].startswith("35B-A3B experts down (id) (q8_0"))
@@ -23,13 +28,12 @@ def test_q8_gemv_table_sets_experiments_side_by_side_and_bolds_the_fastest() -> 
     assert all(sum("**" in str(cell) for cell in row) == 1 for row in table.rows)
 
 
-def test_a_failed_check_is_struck_out_and_never_the_fastest(tmp_path: Path) -> None:
-    data = json.loads((SESSION8 / "q8-gemv-standalone.json").read_text())
+def test_a_failed_check_is_struck_out_and_never_the_fastest() -> None:
+    data = _load("q8-gemv-standalone.json")
     data["shapes"] = data["shapes"][:1]
     fastest = data["shapes"][0]["experiments"]["late_u2_m4"]
     fastest.update(ok=False, us=1.0)  # a wrong kernel that is fast must not win
-    (tmp_path / "q8-gemv-standalone.json").write_text(json.dumps(data))
-    table = q8_gemv_table(tmp_path / "q8-gemv-standalone.json")
+    table = q8_gemv_table("q8-gemv-standalone.json", data)
     assert table is not None
     column = dict(zip(table.headers, table.rows[0], strict=True))
     assert column["late_u2_m4"] == "~~1.00~~"
@@ -37,15 +41,21 @@ def test_a_failed_check_is_struck_out_and_never_the_fastest(tmp_path: Path) -> N
 
 
 def test_moe_router_table_gives_the_ahead_ratio() -> None:
-    table = moe_router_table(SESSION8 / "moe-router-standalone.json")
+    table = moe_router_table("moe-router-standalone.json", _load("moe-router-standalone.json"))
     assert table is not None
     first = dict(zip(table.headers, table.rows[0], strict=True))
     assert (first["router"], first["ahead"], first["ahead / router"]) == ("8.39", "9.72", "1.159")
 
 
 def test_programs_without_experiments_give_no_table_and_corrupt_files_one_error(tmp_path: Path) -> None:
-    (tmp_path / "moe-router-standalone.json").write_text(json.dumps({"router": [{"what": "x", "us": 1.0}]}))
-    assert timing_tables(tmp_path) == []
+    (tmp_path / "moe-router-standalone.json").write_text(json.dumps({"router": [{"what": "x", "us": 1.0, "ok": True}]}))
+    assert (
+        moe_router_table(
+            "moe-router-standalone.json", json.loads((tmp_path / "moe-router-standalone.json").read_text())
+        )
+        is None
+    )
+    assert "No standalone program with timed experiments" in render_session(tmp_path)
     (tmp_path / "q8-gemv-standalone.json").write_text("{not json")
     with pytest.raises(FusekitError, match="is not valid JSON"):
-        timing_tables(tmp_path)
+        render_session(tmp_path)
