@@ -65,12 +65,17 @@ measured() {  # measured DEFAULT...: with VARIANTS set, exactly those (every ste
   if [[ -n "${VARIANTS:-}" ]]; then all_variants; else printf '%s\n' "$@"; fi
 }
 
-tbo_matrix_products() {  # tbo_matrix_products NAME BIN: the three matrix-product ops must pass on BIN
+experiment_checks() {  # experiment_checks SPEC: the test ops the patch files of SPEC name in a "Checks:" header line
+  local part
+  for part in ${1//+/ }; do
+    [[ ! -f "$part" ]] || sed -n '/^diff --git/q; s/^Checks: //p' "$part"
+  done | tr ' ' '\n' | awk 'NF && !seen[$0]++'
+}
+
+tbo_matrix_products() {  # tbo_matrix_products NAME BIN [SPEC]: the three matrix-product ops, and the ops SPEC's
+  # experiments name (experiment_checks), must pass on BIN
   local op
-  for op in MUL_MAT MUL_MAT_ID MUL_MAT_VEC_FUSION; do tbo "$1-$op" pass "$2" -o "$op"; done
-  # fusion-2-gated-norm-q8 hands ssm_out its q8_1 input: its GDN_CHAINS cases end in a Q8_0 product
-  [[ "$2" != *gated-norm-q8* ]] || tbo "$1-GDN_CHAINS" pass "$2" -o GDN_CHAINS
-  [[ "$2" != *fusion-1-gated-q8* ]] || tbo "$1-FUSEKIT_GATED_Q8" pass "$2" -o FUSEKIT_GATED_Q8  # its own cases
+  for op in MUL_MAT MUL_MAT_ID MUL_MAT_VEC_FUSION $(experiment_checks "${3:-}"); do tbo "$1-$op" pass "$2" -o "$op"; done
 }
 
 each() {  # each STEP: run STEP of every fusion script, going on after a failure; non-zero if any failed
@@ -190,7 +195,7 @@ case "$STEP" in
     tbo stack-disabled-MUL_MAT pass "$ST" GGML_CUDA_DISABLE_FUSION=1 -o MUL_MAT -p 'type_a=q8_0'
     if [[ "$STACK_EXP" != "$STACK" ]]; then  # the experiments change the matrix products only
       SE=$(bin_of "$(spec_label "$STACK_EXP")")
-      tbo_matrix_products stack-experiments "$SE"
+      tbo_matrix_products stack-experiments "$SE" "$STACK_EXP"
     fi
     "$(bin_of stock)/test-backend-ops" perf -b CUDA0 -o GATED_DELTA_NET >"$B/results/tbo-perf-gdn-stock.txt" 2>&1 || true
     cat "$B/results/checks.txt" 2>/dev/null || true
@@ -199,7 +204,7 @@ case "$STEP" in
     use_fusekit
     for spec in $(ok_variants $(measured fusion-5 "$STACK" "$STACK_EXP")); do
       label=$(spec_label "$spec")
-      tbo_matrix_products "mm-$label" "$(bin_of "$label")"
+      tbo_matrix_products "mm-$label" "$(bin_of "$label")" "$spec"
     done
     cat "$B/results/checks.txt" 2>/dev/null || true
     ;;

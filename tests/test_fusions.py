@@ -6,6 +6,7 @@ standalone kernel programs in kernels/ compile. A patch with a compile error mus
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 from pathlib import Path
 
@@ -99,15 +100,30 @@ SABOTAGES = {
 }
 
 
-def experiment_bases(patch: Path) -> list[str]:
-    """The fusions an experiment patch goes on top of: its header's "Applies on:" line, else the fusion its
-    file name starts with (fusion-5-...)."""
+def header_field(patch: Path, field: str) -> list[str]:
+    """The words of a patch header's "FIELD: ..." line (before the first diff), as scripts/h200_session.sh reads it."""
     for line in patch.read_text().splitlines():
         if line.startswith("diff --git"):
             break
-        if line.startswith("Applies on: "):
-            return line.removeprefix("Applies on: ").split()
-    return ["-".join(patch.name.split("-")[:2])]
+        if line.startswith(f"{field}: "):
+            return line.removeprefix(f"{field}: ").split()
+    return []
+
+
+def experiment_bases(patch: Path) -> list[str]:
+    """The fusions an experiment patch goes on top of: its header's "Applies on:" line, else the fusion its
+    file name starts with (fusion-5-...)."""
+    return header_field(patch, "Applies on") or ["-".join(patch.name.split("-")[:2])]
+
+
+@pytest.mark.parametrize("patch", EXPERIMENTS, ids=lambda p: p.stem)
+def test_experiment_checks_name_test_cases_that_exist(patch: Path) -> None:
+    """The ops an experiment's "Checks:" line names (the session's check-mm runs them) are op_desc values of
+    test cases that the fusion and experiment patches add: a misspelt op would select no case and pass."""
+    defined = set()
+    for other in [*(REPO / "patches").glob("*.patch"), *EXPERIMENTS]:
+        defined |= set(re.findall(r'return "([A-Z_0-9]+)";', other.read_text()))
+    assert set(header_field(patch, "Checks")) <= defined
 
 
 @needs_nvcc
