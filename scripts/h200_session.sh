@@ -146,11 +146,11 @@ case "$STEP" in
     standalone_pid=$!
     bash "$0" "$B" models >"$B/logs/step-models.log" 2>&1 &
     models_pid=$!
-    mapfile -t VARIANTS < <(all_variants)
+    mapfile -t TO_BUILD < <(all_variants)  # not VARIANTS: the steps below read it as a string
     (use_fusekit; command -v ccache >/dev/null) || echo "== WARNING: no ccache on this host (bundle debs/ lacks it):" \
       "every variant compiles from scratch, about 300 s each on 16 cores"
-    echo "== $(date -u +%H:%M:%S) builds: stock ${VARIANTS[*]}"
-    BUILD_PARALLEL=${BUILD_PARALLEL:-5} "$REPO/scripts/gpu_batch.sh" "$B" build-foreground "${VARIANTS[@]}" \
+    echo "== $(date -u +%H:%M:%S) builds: stock ${TO_BUILD[*]}"
+    BUILD_PARALLEL=${BUILD_PARALLEL:-5} "$REPO/scripts/gpu_batch.sh" "$B" build-foreground "${TO_BUILD[@]}" \
       >"$B/logs/build.log" 2>&1 || echo "== some builds failed: $(grep -c '"error"' "$B/results/builds.json" || true)"
     echo "== $(date -u +%H:%M:%S) builds done"
     wait "$models_pid" || echo "== models failed"
