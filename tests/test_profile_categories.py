@@ -39,6 +39,12 @@ CASES = [
     ("void unary_op_kernel<&op_softplus, float>(const float *, float *, int)", ELEMENTWISE),
     ("void unary_gated_op_kernel<&op_gelu, float>(const float *, const float *, float *, long)", ELEMENTWISE),
     ("void scale_f32<float>(const float *, float *, float, float, long)", ELEMENTWISE),
+    (
+        "void fusekit_unary_gated_q8_kernel<&op_sigmoid>(const float *, const float *, float *, long, long, long, "
+        "long, "
+        "void *, bool)",
+        ELEMENTWISE,
+    ),
     ("void swiglu_oai_kernel<float>(const float *, const float *, float *, long)", ELEMENTWISE),
     ("void flash_attn_ext_vec<128, 1, (ggml_type)1, (ggml_type)1, false>(const char *, float *)", ATTENTION),
     ("void flash_attn_combine_results<128>(const float *, const float2 *, float *, int)", ATTENTION),

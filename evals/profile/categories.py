@@ -32,6 +32,7 @@ RULES: tuple[tuple[str, str], ...] = (
     (MOE, r"\bfusekit_moe::"),
     (SSM, r"\bfusekit_gdn::"),
     (NORM, r"\bfusekit_nq::"),
+    (ELEMENTWISE, r"\bfusekit_unary_\w+"),  # fusion-1-gated-q8: the unary+MUL kernel that also writes q8_1
     # MoE routing before matrix products: mm_ids_helper / topk_moe are not GEMMs
     (MOE, r"\b(topk_moe\w*|mm_ids_helper|moe_weighted_reduction\w*|k_argsort\w*|argsort\w*|top_k_radix\w*)\b"),
     (MATMUL, r"\bmul_mat_(vec_q|vec_f|q|f)(_\w+)?\b"),  # mmvq (+_moe), mmvf, mmq (+stream_k_fixup), mmf (+_ids)
