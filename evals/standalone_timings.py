@@ -58,21 +58,33 @@ def q8_gemv_table(source: str, data: dict[str, Any]) -> TimingTable | None:
     return TimingTable(source, caption, ["shape", "floor", *names], rows)
 
 
+# The router experiments moe_router_check times beside the plain kernel: JSON key -> what it changes.
+ROUTER_EXPERIMENTS = {
+    "ahead": "its weights loaded before the grid-dependency wait",
+    "rank": "its experts picked by rank (bits equal to the router's: yes/no)",
+}
+
+
 def moe_router_table(source: str, data: dict[str, Any]) -> TimingTable | None:
-    """Per router case: the router kernel and, where timed, its weights-ahead variant (µs)."""
+    """Per router case: the router kernel and each experiment timed beside it, with its ratio to the router (µs)."""
     cases = data.get("router", [])
-    if not any("ahead" in case for case in cases):
+    present = [key for key in ROUTER_EXPERIMENTS if any(key in case for case in cases)]
+    if not present:
         return None
+    headers = ["case", "n_embd", "experts", "used", "router"]
+    for key in present:
+        headers += [key, f"{key} / router"] + (["same bits"] if key == "rank" else [])
     rows = []
     for case in cases:
-        ahead = case.get("ahead")
-        ratio = f"{ahead['us'] / case['us']:.3f}" if ahead else ""
-        rows.append([case["what"], case["n_embd"], case["n_expert"], case["n_used"], _us(case),
-                     _us(ahead) if ahead else "", ratio])  # fmt: skip
-    caption = "µs per call of the fused router, and with its weights loaded before the grid-dependency wait"
-    return TimingTable(
-        source, caption, ["case", "n_embd", "experts", "used", "router", "ahead", "ahead / router"], rows
-    )
+        row = [case["what"], case["n_embd"], case["n_expert"], case["n_used"], _us(case)]
+        for key in present:
+            entry = case.get(key)
+            row += [_us(entry) if entry else "", f"{entry['us'] / case['us']:.3f}" if entry else ""]
+            if key == "rank":
+                row.append(("yes" if entry.get("same_bits_as_plain") else "**no**") if entry else "")
+        rows.append(row)
+    caption = "µs per call of the fused router, and with " + "; with ".join(ROUTER_EXPERIMENTS[k] for k in present)
+    return TimingTable(source, caption, headers, rows)
 
 
 # Which program's JSON (its file name in a session folder) makes which table; sabotage runs are not timings.

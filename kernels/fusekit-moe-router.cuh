@@ -150,12 +150,11 @@ __device__ __forceinline__ void load_row_ahead(const float * row, int n_embd, in
     }
 }
 
-// Stock topk_moe_cuda (softmax gating, no bias, no delayed softmax) for one row of logits, by
-// warp 0: lane l owns experts l, l + 32, ... Mirrors its order of operations exactly.
+// Warp 0's softmax of the logits as stock topk_moe_cuda's softmax_warp_inplace (lane l holds experts l, l + 32, ...;
+// experts past n_expert enter as -inf and leave as 0), then NaN -> -FLT_MAX. Both selections start from it.
 template <int EPT>
-__device__ void select_experts(const RouterParams & p) {
+__device__ __forceinline__ void softmax_like_topk_moe(const RouterParams & p, float (&wt)[EPT]) {
     const int lane = threadIdx.x;
-    float wt[EPT];
 #pragma unroll
     for (int i = 0; i < EPT; i++) {
         const int expert = i * kWarp + lane;
@@ -190,6 +189,15 @@ __device__ void select_experts(const RouterParams & p) {
             wt[i] = -FLT_MAX;
         }
     }
+}
+
+// Stock topk_moe_cuda (softmax gating, no bias, no delayed softmax) for one row of logits, by
+// warp 0: lane l owns experts l, l + 32, ... Mirrors its order of operations exactly.
+template <int EPT>
+__device__ void select_experts(const RouterParams & p) {
+    const int lane = threadIdx.x;
+    float wt[EPT];
+    softmax_like_topk_moe<EPT>(p, wt);
 
     float wt_sum = 0.f;
     float out_w[EPT];
@@ -255,10 +263,96 @@ __device__ void select_experts(const RouterParams & p) {
     }
 }
 
+// Selection by rank (the experiment fusion-3-rank-select): the same experts and weights as select_experts, bit for
+// bit, without its n_used dependent rounds of warp argmax (each a chain of shuffles; the 35B router's 8 rounds cost
+// about 3 us standalone, its k = 1 case 5.3 us against 8.5). The argmax rounds pick the candidates in one total order,
+// the larger probability first and equal ones by the lower expert id, so candidate c is picked in round
+// "how many candidates come before c". The candidates are the EPT * 32 lane slots of the softmax, the slots past
+// n_expert included (they hold 0; select_experts' lane-local start takes slot 0 of every lane unchecked).
+// The host-callable pieces below are what kernels/moe_router_host_check.cu runs against an emulation of the rounds.
+
+__host__ __device__ __forceinline__ bool picked_before(float a, int ia, float b, int ib) {
+    return a > b || (a == b && ia < ib);
+}
+
+// The round in which select_experts picks candidate c of probs[0, n): the number of candidates picked before it.
+__host__ __device__ inline int selection_rank(const float * probs, int n, int c) {
+    const float v    = probs[c];
+    int         rank = 0;
+    for (int j = 0; j < n; ++j) {
+        rank += picked_before(probs[j], j, v, c) ? 1 : 0;
+    }
+    return rank;
+}
+
+// Lane `lane`'s part of the normalisation sum as select_experts adds it: the picked probabilities of the experts
+// the lane owns (expert % 32 == lane), in the order they were picked.
+__host__ __device__ inline float lane_picked_sum(const int * picked_id, const float * picked_p, int n_used, int lane) {
+    float sum = 0.f;
+    for (int k = 0; k < n_used; ++k) {
+        if ((picked_id[k] & (kWarp - 1)) == lane) {
+            sum += picked_p[k];
+        }
+    }
+    return sum;
+}
+
+// The weight select_experts writes for a picked probability (two roundings, as stock: *= inv, then * scale).
+__host__ __device__ __forceinline__ float routing_weight(float picked, bool norm, float inv, float scale) {
+    float w = picked;
+    if (norm) {
+        w *= inv;
+    }
+    return w * scale;
+}
+
+// select_experts by rank, by the whole (last) block: warp 0's softmax into shared memory, every thread ranks
+// candidates, warp 0 normalises.
+template <int EPT>
+__device__ void select_experts_by_rank(const RouterParams & p) {
+    constexpr int n_cand = EPT * kWarp;
+    __shared__ float probs[n_cand];
+    __shared__ float picked_p[n_cand];
+    __shared__ int   picked_id[n_cand];
+    const int tid = threadIdx.x;
+    if (tid < kWarp) {
+        float wt[EPT];
+        softmax_like_topk_moe<EPT>(p, wt);
+#pragma unroll
+        for (int i = 0; i < EPT; i++) {
+            probs[i * kWarp + tid] = wt[i];
+        }
+    }
+    __syncthreads();
+    const int dropped = p.sabotage ? 1 : 0;  // sabotage: the best expert is dropped, as in select_experts
+    for (int c = tid; c < n_cand; c += blockDim.x) {
+        const int k = selection_rank(probs, n_cand, c) - dropped;
+        if (k >= 0 && k < p.n_used) {
+            picked_id[k] = c;
+            picked_p[k]  = probs[c];
+            p.ids[k]     = c;
+        }
+    }
+    __syncthreads();
+    if (tid >= kWarp) {
+        return;
+    }
+    float inv = 1.0f;
+    if (p.norm) {
+        float wt_sum = warp_sum(lane_picked_sum(picked_id, picked_p, p.n_used, tid));
+        wt_sum       = max(wt_sum, p.clamp);
+        inv          = 1.0f / wt_sum;
+    }
+    for (int k = tid; k < p.n_used; k += kWarp) {
+        p.weights[k] = routing_weight(picked_p[k], p.norm != 0, inv, p.scale);
+    }
+}
+
 // Hooks: wait_for_inputs() before reading anything an earlier kernel wrote (ggml: the
 // programmatic-dependent-launch wait); allow_dependents() once this block's reads are issued.
 // AHEAD > 0 (an experiment): the block's first AHEAD float2 of router weights per thread are loaded before the wait.
-template <class Hooks, int EPT, int AHEAD = 0>
+// RANK (an experiment): the last block selects by rank (select_experts_by_rank), not by warp-argmax rounds.
+template <class Hooks, int EPT, int AHEAD = 0, bool RANK = false>
 __global__ void __launch_bounds__(kCta) router_kernel(const RouterParams p) {
     __shared__ float slots[kWarp];
     __shared__ int   is_last;
@@ -280,11 +374,19 @@ __global__ void __launch_bounds__(kCta) router_kernel(const RouterParams p) {
         is_last = atomicAdd(p.ticket, 1u) == gridDim.x - 1;
     }
     __syncthreads();
-    if (!is_last || threadIdx.x >= kWarp) {
-        return;
+    if constexpr (RANK) {
+        if (!is_last) {
+            return;
+        }
+        __threadfence();
+        select_experts_by_rank<EPT>(p);
+    } else {
+        if (!is_last || threadIdx.x >= kWarp) {
+            return;
+        }
+        __threadfence();
+        select_experts<EPT>(p);
     }
-    __threadfence();
-    select_experts<EPT>(p);
     if (threadIdx.x == 0) {
         *p.ticket = 0;  // ready for the next launch on this stream
     }
@@ -351,16 +453,22 @@ inline bool router_supported(int n_embd, int n_expert, int n_used) {
            n_embd % 2 == 0;
 }
 
-template <class Hooks, int AHEAD = 0>
+// The selection router_kernel_for picks when not told: the experiment fusion-3-rank-select defines this to true
+// before including this header (a line of its own, so it stacks with the other router experiments).
+#ifndef FUSEKIT_MOE_RANK_SELECT
+#define FUSEKIT_MOE_RANK_SELECT false
+#endif
+
+template <class Hooks, int AHEAD = 0, bool RANK = FUSEKIT_MOE_RANK_SELECT>
 void router_kernel_for(int n_expert, void (**kernel)(RouterParams)) {
     switch (experts_per_lane(n_expert)) {
-        case 1:  *kernel = router_kernel<Hooks, 1, AHEAD>;  break;
-        case 2:  *kernel = router_kernel<Hooks, 2, AHEAD>;  break;
-        case 4:  *kernel = router_kernel<Hooks, 4, AHEAD>;  break;
-        case 8:  *kernel = router_kernel<Hooks, 8, AHEAD>;  break;
-        case 9:  *kernel = router_kernel<Hooks, 9, AHEAD>;  break;
-        case 16: *kernel = router_kernel<Hooks, 16, AHEAD>; break;
-        case 18: *kernel = router_kernel<Hooks, 18, AHEAD>; break;
+        case 1:  *kernel = router_kernel<Hooks, 1, AHEAD, RANK>;  break;
+        case 2:  *kernel = router_kernel<Hooks, 2, AHEAD, RANK>;  break;
+        case 4:  *kernel = router_kernel<Hooks, 4, AHEAD, RANK>;  break;
+        case 8:  *kernel = router_kernel<Hooks, 8, AHEAD, RANK>;  break;
+        case 9:  *kernel = router_kernel<Hooks, 9, AHEAD, RANK>;  break;
+        case 16: *kernel = router_kernel<Hooks, 16, AHEAD, RANK>; break;
+        case 18: *kernel = router_kernel<Hooks, 18, AHEAD, RANK>; break;
         default: *kernel = nullptr;                  break;
     }
 }

@@ -8,7 +8,9 @@
 // topk_moe does: the lower expert id first) and weights / tail outputs within a relative error of
 // 1e-5. Cases with tied logits use identical weight rows, so the fp32 logits tie exactly too.
 // --sabotage runs the kernels with their sabotage switch and exits 0 only if every check FAILS.
-// Each router case also runs the experiment fusion-3-router-ahead (weights loaded before the wait), checked alike.
+// Each router case also runs the experiments fusion-3-router-ahead (weights loaded before the wait) and
+// fusion-3-rank-select (experts picked by rank, not by rounds of warp argmax), checked alike; the rank kernel's ids
+// and weights must also equal the plain kernel's bit for bit (its claim: the same selection, arithmetic unchanged).
 // Timing: CUDA events around 200 back-to-back launches, median of 15 such batches (launch cost
 // included, inputs L2-resident as they are in a decode step).
 #include "fusekit-moe-router.cuh"
@@ -165,6 +167,8 @@ int main(int argc, char ** argv) {
             double rel;
             bool ok;
             double us;
+            std::vector<int32_t> ids;
+            std::vector<float> weights;
         };
         auto run_checked = [&](void (*k)(fusekit_moe::RouterParams), const char * label) {
             CHECK(cudaMemset(dweights, 0xff, size_t(c.n_used) * 4));  // NaN
@@ -176,7 +180,7 @@ int main(int argc, char ** argv) {
             std::vector<float> out(c.n_used);
             CHECK(cudaMemcpy(ids.data(), dids, ids.size() * 4, cudaMemcpyDeviceToHost));
             CHECK(cudaMemcpy(out.data(), dweights, out.size() * 4, cudaMemcpyDeviceToHost));
-            Outcome o{std::equal(ids.begin(), ids.end(), ref_ids.begin()), rel_err(out, ref_w), false, 0.0};
+            Outcome o{std::equal(ids.begin(), ids.end(), ref_ids.begin()), rel_err(out, ref_w), false, 0.0, ids, out};
             o.ok = o.ids_ok && o.rel < 1e-5;
             ++checks;
             failures += o.ok ? 0 : 1;
@@ -191,15 +195,39 @@ int main(int argc, char ** argv) {
         void (*ahead_kernel)(fusekit_moe::RouterParams) = nullptr;
         fusekit_moe::router_kernel_for<PlainHooks, 4>(c.n_expert, &ahead_kernel);
         const Outcome ahead = run_checked(ahead_kernel, "  (weights loaded ahead)");
-        char row[768];
+        // The experiment fusion-3-rank-select: the reference check, and the same bits as the plain kernel.
+        void (*rank_kernel)(fusekit_moe::RouterParams) = nullptr;
+        fusekit_moe::router_kernel_for<PlainHooks, 0, true>(c.n_expert, &rank_kernel);
+        const Outcome rank = run_checked(rank_kernel, "  (experts picked by rank)");
+        // Its baseline is the plain kernel without sabotage, so that a sabotaged rank kernel fails this check too.
+        std::vector<int32_t> base_ids = plain.ids;
+        std::vector<float> base_w = plain.weights;
+        if (sabotage) {
+            fusekit_moe::RouterParams honest = p;
+            honest.sabotage = 0;
+            kernel<<<fusekit_moe::router_grid(honest), fusekit_moe::kCta>>>(honest);
+            CHECK(cudaGetLastError());
+            CHECK(cudaDeviceSynchronize());
+            CHECK(cudaMemcpy(base_ids.data(), dids, base_ids.size() * 4, cudaMemcpyDeviceToHost));
+            CHECK(cudaMemcpy(base_w.data(), dweights, base_w.size() * 4, cudaMemcpyDeviceToHost));
+        }
+        const bool rank_same_bits =
+            rank.ids == base_ids && std::memcmp(rank.weights.data(), base_w.data(), base_w.size() * 4) == 0;
+        ++checks;
+        failures += rank_same_bits ? 0 : 1;
+        std::printf("%-42s %8s\n", "  (rank: bits equal to the plain kernel)", rank_same_bits ? "same" : "DIFFER");
+        char row[1024];
         std::snprintf(row, sizeof row,
                       "%s{\"what\": \"%s\", \"n_embd\": %d, \"n_expert\": %d, \"n_used\": %d, \"ids_identical\": %s, "
                       "\"rel_err\": %.3e, \"ok\": %s, \"us\": %.3f, \"ahead\": {\"ids_identical\": %s, \"rel_err\": %.3e, "
-                      "\"ok\": %s, \"us\": %.3f}}",
+                      "\"ok\": %s, \"us\": %.3f}, \"rank\": {\"ids_identical\": %s, \"rel_err\": %.3e, \"ok\": %s, "
+                      "\"us\": %.3f, \"same_bits_as_plain\": %s}}",
                       json.back() == '[' ? "" : ", ", c.what, c.n_embd, c.n_expert, c.n_used, plain.ids_ok ? "true" : "false",
                       std::isfinite(plain.rel) ? plain.rel : 1e300, plain.ok ? "true" : "false", plain.us,
                       ahead.ids_ok ? "true" : "false", std::isfinite(ahead.rel) ? ahead.rel : 1e300,
-                      ahead.ok ? "true" : "false", ahead.us);
+                      ahead.ok ? "true" : "false", ahead.us, rank.ids_ok ? "true" : "false",
+                      std::isfinite(rank.rel) ? rank.rel : 1e300, rank.ok ? "true" : "false", rank.us,
+                      rank_same_bits ? "true" : "false");
         json += row;
         CHECK(cudaFree(dw)); CHECK(cudaFree(dx)); CHECK(cudaFree(dlogits)); CHECK(cudaFree(dweights)); CHECK(cudaFree(dids));
     }

@@ -47,6 +47,20 @@ def test_moe_router_table_gives_the_ahead_ratio() -> None:
     assert (first["router"], first["ahead"], first["ahead / router"]) == ("8.39", "9.72", "1.159")
 
 
+def test_moe_router_table_adds_the_rank_experiment_with_its_bit_check() -> None:
+    data = _load("moe-router-standalone.json")
+    data["router"] = data["router"][:2]
+    data["router"][0]["rank"] = {"us": 4.195, "ok": True, "same_bits_as_plain": True}
+    data["router"][1]["rank"] = {"us": 3.0, "ok": False, "same_bits_as_plain": False}
+    table = moe_router_table("moe-router-standalone.json", data)
+    assert table is not None
+    assert table.headers[-3:] == ["rank", "rank / router", "same bits"]
+    first, second = (dict(zip(table.headers, row, strict=True)) for row in table.rows)
+    assert (first["rank"], first["rank / router"], first["same bits"]) == ("4.20", "0.500", "yes")
+    assert (second["rank"], second["same bits"]) == ("~~3.00~~", "**no**")
+    assert "picked by rank" in table.caption and "before the grid-dependency wait" in table.caption
+
+
 def test_programs_without_experiments_give_no_table_and_corrupt_files_one_error(tmp_path: Path) -> None:
     (tmp_path / "moe-router-standalone.json").write_text(json.dumps({"router": [{"what": "x", "us": 1.0, "ok": True}]}))
     assert (
