@@ -208,6 +208,30 @@ case "$STEP" in
     done
     cat "$B/results/checks.txt" 2>/dev/null || true
     ;;
+  flake)  # one test-backend-ops selection FLAKE_RUNS times per measured variant, with and without CUDA graphs:
+    # how often it fails (default: the q4_0 MUL_MAT_ID case that failed on the stack in sessions 6 and 9)
+    use_fusekit
+    runs=${FLAKE_RUNS:-10} op=${FLAKE_OP:-MUL_MAT_ID} params=${FLAKE_PARAMS:-type_a=q4_0,.*n_mats=16,n_used=4,.*m=33,}
+    for spec in $(ok_variants $(measured "$STACK")); do
+      label=$(spec_label "$spec")
+      for setting in default GGML_CUDA_DISABLE_GRAPHS=1; do
+        failed=0 selected=""
+        for ((run = 1; run <= runs; run++)); do
+          log="$B/logs/flake-$label-$setting-$run.log"
+          if env $([[ $setting == default ]] || echo "$setting") "$(bin_of "$label")/test-backend-ops" test \
+              -b "${CHECK_BACKEND:-CUDA0}" -o "$op" -p "$params" >"$log" 2>&1; then
+            selected=$(grep -o "[0-9]*/[0-9]* tests passed" "$log" | head -n 1 || true)
+            rm -f "$log"  # keep the logs of failed runs only
+          else
+            failed=$((failed + 1))
+            selected=$(grep -o "[0-9]*/[0-9]* tests passed" "$log" | head -n 1 || true)
+          fi
+        done
+        echo "$label $setting op=$op params=$params runs=$runs failed=$failed last: ${selected:-no summary}" \
+          | tee -a "$B/results/flake.txt"
+      done
+    done
+    ;;
   race)
     each race || true
     ;;
@@ -258,6 +282,6 @@ case "$STEP" in
   variants)  # what start builds besides stock
     all_variants
     ;;
-  *) echo "unknown step $STEP (run poll pack smoke check check-mm control eval eval2 race profile-a profile-b standalone kernels models variants)" >&2
+  *) echo "unknown step $STEP (run poll pack smoke check check-mm control eval eval2 race flake profile-a profile-b standalone kernels models variants)" >&2
      exit 2 ;;
 esac
