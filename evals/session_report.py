@@ -29,6 +29,7 @@ from .standalone_timings import TABLE_MAKERS
 BUILDS = "builds.json"
 CHECKS = "checks.txt"
 SMOKE = "smoke.txt"
+FLAKE = "flake.txt"  # scripts/h200_session.sh's flake step: one selection repeated per variant and setting
 GPU = "gpu.csv"
 PIN = "pin.txt"
 CLOCKS = "clocks.csv"
@@ -40,6 +41,10 @@ CHECK_LINE = re.compile(
     r"verdict=(?P<verdict>\S+)\s*::\s*(?P<rest>.*)$"
 )
 TESTS_PASSED = re.compile(r"(\d+)/(\d+) tests passed")
+FLAKE_LINE = re.compile(
+    r"^(?P<variant>\S+) (?P<setting>\S+) op=(?P<op>\S+) params=(?P<params>\S*) runs=(?P<runs>\d+) "
+    r"failed=(?P<failed>\d+) last: (?P<last>.*)$"
+)
 TIMESTAMP = re.compile(r"^\d{4}/\d{2}/\d{2} ")
 NUMBER = re.compile(r"-?\d+(?:\.\d+)?")
 NUMERIC_CELL = re.compile(r"[-+]?[\d,.]+")
@@ -263,6 +268,30 @@ def _checks(folder: Path) -> list[str]:
     return out
 
 
+def _flake(folder: Path) -> list[str]:
+    """Repeated runs of one test-backend-ops selection (flake.txt); nothing at all when the session had none."""
+    path = folder / FLAKE
+    if not path.is_file():
+        return []
+    rows, notes = [], []
+    for line in path.read_text().splitlines():
+        match = FLAKE_LINE.match(ANSI.sub("", line).strip())
+        if not match:
+            if line.strip():
+                notes.append(line.strip())
+            continue
+        failed = int(match["failed"])
+        rows.append([
+            f"`{match['variant']}`", match["setting"], f"`{match['op']}` `{match['params']}`", int(match["runs"]),
+            f"**{failed}**" if failed else "0", match["last"],
+        ])  # fmt: skip
+    out = [f"### Repeated runs of one selection (`{FLAKE}`)", ""]
+    out += _table(["variant", "setting", "op and params", "runs", "failed", "last run"], rows)
+    if notes:
+        out += ["", "Other lines:", "", *(f"- {n}" for n in notes)]
+    return ["", *out]
+
+
 def _smoke(folder: Path) -> list[str]:
     """Smoke runs: variant ok/fail and exit status."""
     out = [f"### Smoke runs (`{SMOKE}`)", ""]
@@ -379,6 +408,7 @@ def _correctness(folder: Path) -> list[str]:
         "## Correctness",
         "",
         *_checks(folder),
+        *_flake(folder),
         "",
         *_smoke(folder),
         "",

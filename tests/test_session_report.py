@@ -127,3 +127,19 @@ def test_a_race_of_three_contenders_renders_each_against_stock() -> None:
     extra = race[race.index("### `stock` against `late-u2`") :]
     assert "late-u2 overall: faster in" in extra
     assert "| Llama-3-8B: output (vocab) | 128256×4096 | 1 | 180.15 | 140.35 | 1.284 |" in extra
+
+
+def test_flake_runs_are_tabled_with_failures_in_bold_and_absent_without_the_file(tmp_path: Path) -> None:
+    assert "flake.txt" not in render_session(tmp_path)
+    params = "type_a=q4_0,.*n_mats=16,n_used=4,.*m=33,"
+    (tmp_path / "flake.txt").write_text(
+        f"fusion-5 default op=MUL_MAT_ID params={params} runs=10 failed=0 last: 2/2 tests passed\n"
+        f"fusion-1+fusion-5 GGML_CUDA_DISABLE_GRAPHS=1 op=MUL_MAT_ID params={params} runs=10 failed=3 "
+        "last: 1/2 tests passed\n"
+        "a line the step did not write\n"
+    )
+    report = render_session(tmp_path)
+    assert "### Repeated runs of one selection (`flake.txt`)" in report
+    assert f"| `fusion-1+fusion-5` | GGML_CUDA_DISABLE_GRAPHS=1 | `MUL_MAT_ID` `{params}` | 10 | **3** |" in report
+    assert f"| `fusion-5` | default | `MUL_MAT_ID` `{params}` | 10 | 0 |" in report
+    assert "- a line the step did not write" in report
