@@ -146,7 +146,7 @@ case "$STEP" in
     standalone_pid=$!
     bash "$0" "$B" models >"$B/logs/step-models.log" 2>&1 &
     models_pid=$!
-    mapfile -t TO_BUILD < <(all_variants)  # not VARIANTS: the steps below read it as a string
+    mapfile -t TO_BUILD < <(all_variants)  # not VARIANTS: bash exports no arrays, the steps (children) would lose it
     (use_fusekit; command -v ccache >/dev/null) || echo "== WARNING: no ccache on this host (bundle debs/ lacks it):" \
       "every variant compiles from scratch, about 300 s each on 16 cores"
     echo "== $(date -u +%H:%M:%S) builds: stock ${TO_BUILD[*]}"
