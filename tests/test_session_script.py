@@ -1,0 +1,58 @@
+"""scripts/h200_session.sh on a machine without a GPU: the settings its steps inherit, and the flake step with a
+stand-in test-backend-ops (the real one needs CUDA)."""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+from pathlib import Path
+
+from .conftest import REPO
+
+SCRIPT = REPO / "scripts" / "h200_session.sh"
+
+
+def _run(batch: Path, step: str, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        ["bash", str(SCRIPT), str(batch), step], capture_output=True, text=True, env={**os.environ, **env}, timeout=120
+    )
+
+
+def test_the_script_never_reassigns_variants() -> None:
+    """The steps run as child processes and read VARIANTS from the environment; bash exports no arrays, so a step
+    that turned it into one (session 9 did, with mapfile) left every later step without it."""
+    code = [line for line in SCRIPT.read_text().splitlines() if not line.lstrip().startswith("#")]
+    writes = re.compile(r"(\bVARIANTS\+?=|mapfile[^#]*\bVARIANTS\b|read\b[^#]*\bVARIANTS\b|declare[^#]*\bVARIANTS\b)")
+    assert [line for line in code if writes.search(line)] == []
+
+
+def test_steps_see_the_variants_they_were_given(tmp_path: Path) -> None:
+    done = _run(tmp_path / "b", "variants", {"VARIANTS": "fusion-5 fusion-1+fusion-5", "FUSEKIT_HOME": str(tmp_path)})
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split() == ["fusion-5", "fusion-1+fusion-5"]
+
+
+def test_flake_step_counts_failures_per_setting(tmp_path: Path) -> None:
+    home, batch = tmp_path / "home", tmp_path / "b"
+    binary = home / "trees" / "fusion-5" / "build-cuda-sm90" / "bin" / "test-backend-ops"
+    binary.parent.mkdir(parents=True)
+    # fails unless CUDA graphs are off, and says which selection it was given
+    binary.write_text(
+        "#!/usr/bin/env bash\n"
+        'if [[ -n "${GGML_CUDA_DISABLE_GRAPHS:-}" ]]; then echo "  1/1 tests passed"; exit 0; fi\n'
+        'echo "  0/1 tests passed: $*"; exit 1\n'
+    )
+    binary.chmod(0o755)
+    (batch / "results").mkdir(parents=True)
+    (batch / "results" / "builds.json").write_text('[{"variant": "stock"}, {"variant": "fusion-5"}]')
+    env = {"FUSEKIT_HOME": str(home), "VARIANTS": "fusion-5", "FLAKE_RUNS": "3"}
+    done = _run(batch, "flake", env)
+    assert done.returncode == 0, done.stderr
+    lines = (batch / "results" / "flake.txt").read_text().splitlines()
+    assert len(lines) == 2
+    assert lines[0].startswith("fusion-5 default op=MUL_MAT_ID params=type_a=q4_0,") and "runs=3 failed=3" in lines[0]
+    assert lines[1].startswith("fusion-5 GGML_CUDA_DISABLE_GRAPHS=1 ") and "runs=3 failed=0" in lines[1]
+    kept = sorted(p.name for p in (batch / "logs").glob("flake-*.log"))
+    assert kept == [f"flake-fusion-5-default-{run}.log" for run in (1, 2, 3)]
+    assert "-o MUL_MAT_ID -p type_a=q4_0," in (batch / "logs" / "flake-fusion-5-default-1.log").read_text()
