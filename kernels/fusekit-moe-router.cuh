@@ -285,13 +285,13 @@ __host__ __device__ inline int selection_rank(const float * probs, int n, int c)
     return rank;
 }
 
-// Lane `lane`'s part of the normalisation sum as select_experts adds it: the picked probabilities of the experts
+// Lane `lane`'s part of the normalisation sum as select_experts adds it: the probabilities of the picked experts
 // the lane owns (expert % 32 == lane), in the order they were picked.
-__host__ __device__ inline float lane_picked_sum(const int * picked_id, const float * picked_p, int n_used, int lane) {
+__host__ __device__ inline float lane_picked_sum(const int * picked_id, const float * probs, int n_used, int lane) {
     float sum = 0.f;
     for (int k = 0; k < n_used; ++k) {
         if ((picked_id[k] & (kWarp - 1)) == lane) {
-            sum += picked_p[k];
+            sum += probs[picked_id[k]];
         }
     }
     return sum;
@@ -312,8 +312,7 @@ template <int EPT>
 __device__ void select_experts_by_rank(const RouterParams & p) {
     constexpr int n_cand = EPT * kWarp;
     __shared__ float probs[n_cand];
-    __shared__ float picked_p[n_cand];
-    __shared__ int   picked_id[n_cand];
+    __shared__ int   picked_id[n_cand];  // by round
     const int tid = threadIdx.x;
     if (tid < kWarp) {
         float wt[EPT];
@@ -329,7 +328,6 @@ __device__ void select_experts_by_rank(const RouterParams & p) {
         const int k = selection_rank(probs, n_cand, c) - dropped;
         if (k >= 0 && k < p.n_used) {
             picked_id[k] = c;
-            picked_p[k]  = probs[c];
             p.ids[k]     = c;
         }
     }
@@ -339,12 +337,12 @@ __device__ void select_experts_by_rank(const RouterParams & p) {
     }
     float inv = 1.0f;
     if (p.norm) {
-        float wt_sum = warp_sum(lane_picked_sum(picked_id, picked_p, p.n_used, tid));
+        float wt_sum = warp_sum(lane_picked_sum(picked_id, probs, p.n_used, tid));
         wt_sum       = max(wt_sum, p.clamp);
         inv          = 1.0f / wt_sum;
     }
     for (int k = tid; k < p.n_used; k += kWarp) {
-        p.weights[k] = routing_weight(picked_p[k], p.norm != 0, inv, p.scale);
+        p.weights[k] = routing_weight(probs[picked_id[k]], p.norm != 0, inv, p.scale);
     }
 }
 

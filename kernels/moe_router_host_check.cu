@@ -147,17 +147,15 @@ Selection by_rounds(const std::vector<float> & slots, int ept, int n_expert, int
 // stored by rank, lane sums butterflied, weights. `distinct` is false if two candidates got the same output slot.
 Selection by_rank(const std::vector<float> & slots, int n_used, bool norm, float clamp, float scale, bool sabotage,
                   bool & distinct) {
-    const int          n_cand = int(slots.size());
-    std::vector<int>   picked_id(n_cand, -1);
-    std::vector<float> picked_p(n_cand, NAN);
-    Selection          s{std::vector<int>(n_used, -1), std::vector<float>(n_used, NAN)};
+    const int        n_cand = int(slots.size());
+    std::vector<int> picked_id(n_cand, -1);
+    Selection        s{std::vector<int>(n_used, -1), std::vector<float>(n_used, NAN)};
     distinct = true;
     for (int c = 0; c < n_cand; ++c) {
         const int k = selection_rank(slots.data(), n_cand, c) - (sabotage ? 1 : 0);
         if (k >= 0 && k < n_used) {
             distinct = distinct && picked_id[k] < 0;
             picked_id[k] = c;
-            picked_p[k]  = slots[c];
             s.ids[k]     = c;
         }
     }
@@ -165,12 +163,12 @@ Selection by_rank(const std::vector<float> & slots, int n_used, bool norm, float
     if (norm) {
         float lanes[kWarp];
         for (int l = 0; l < kWarp; ++l) {
-            lanes[l] = lane_picked_sum(picked_id.data(), picked_p.data(), n_used, l);
+            lanes[l] = lane_picked_sum(picked_id.data(), slots.data(), n_used, l);
         }
         inv = 1.0f / std::fmax(butterfly_sum(lanes), clamp);
     }
     for (int k = 0; k < n_used; ++k) {
-        s.weights[k] = routing_weight(picked_p[k], norm, inv, scale);
+        s.weights[k] = routing_weight(slots[picked_id[k]], norm, inv, scale);
     }
     return s;
 }

@@ -29,10 +29,13 @@ REPO=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 export FUSEKIT_HOME=${FUSEKIT_HOME:-/tmp/fusekit-gpu} MODELS=${MODELS:-/tmp/fusekit-models}
 BIG=$MODELS/qwen3.6-35b-a3b.gguf
 SECOND=$MODELS/llama-3-8b-q8_0.gguf  # written by h200_fusion5.sh models: llama shapes, every matrix Q8_0
+header_field() {  # header_field FIELD PATCH: the words of PATCH's "FIELD: ..." header line (before the first diff)
+  sed -n "/^diff --git/q; s/^$1: //p" "$2"
+}
 EXPERIMENTS=()  # patches/experiments/fusion-N-*.patch, each measured on top of its fusion (or its "Applies on:" fusions)
 for patch in "$REPO"/patches/experiments/fusion-*.patch; do
   [[ -e "$patch" && "${NO_EXPERIMENTS:-0}" != 1 ]] || continue
-  base=$(sed -n '/^diff --git/q; s/^Applies on: //p' "$patch" | tr -s ' ' '+')
+  base=$(header_field "Applies on" "$patch" | tr -s ' ' '+')
   [[ -n "$base" ]] || base=$(basename "$patch" | cut -d- -f1-2)
   EXPERIMENTS+=("$base+$patch")
 done
@@ -68,7 +71,7 @@ measured() {  # measured DEFAULT...: with VARIANTS set, exactly those (every ste
 experiment_checks() {  # experiment_checks SPEC: the test ops the patch files of SPEC name in a "Checks:" header line
   local part
   for part in ${1//+/ }; do
-    [[ ! -f "$part" ]] || sed -n '/^diff --git/q; s/^Checks: //p' "$part"
+    [[ ! -f "$part" ]] || header_field Checks "$part"
   done | tr ' ' '\n' | awk 'NF && !seen[$0]++'
 }
 
@@ -218,14 +221,11 @@ case "$STEP" in
         failed=0 selected=""
         for ((run = 1; run <= runs; run++)); do
           log="$B/logs/flake-$label-$setting-$run.log"
-          if env $([[ $setting == default ]] || echo "$setting") "$(bin_of "$label")/test-backend-ops" test \
-              -b "${CHECK_BACKEND:-CUDA0}" -o "$op" -p "$params" >"$log" 2>&1; then
-            selected=$(grep -o "[0-9]*/[0-9]* tests passed" "$log" | head -n 1 || true)
-            rm -f "$log"  # keep the logs of failed runs only
-          else
-            failed=$((failed + 1))
-            selected=$(grep -o "[0-9]*/[0-9]* tests passed" "$log" | head -n 1 || true)
-          fi
+          rc=0
+          env $([[ $setting == default ]] || echo "$setting") "$(bin_of "$label")/test-backend-ops" test \
+            -b "${CHECK_BACKEND:-CUDA0}" -o "$op" -p "$params" >"$log" 2>&1 || rc=$?
+          selected=$(grep -o "[0-9]*/[0-9]* tests passed" "$log" | head -n 1 || true)
+          if ((rc == 0)); then rm -f "$log"; else failed=$((failed + 1)); fi  # keep the logs of failed runs only
         done
         echo "$label $setting op=$op params=$params runs=$runs failed=$failed last: ${selected:-no summary}" \
           | tee -a "$B/results/flake.txt"
