@@ -204,18 +204,20 @@ case "$STEP" in
     cat "$B/results/checks.txt" 2>/dev/null || true
     ;;
   check-mm)  # the matrix-product ops only, on fusion-5 (if built), the stack and the stack with the experiments
+    # (CHECK_STOCK=1: stock first, to tell a stock failure from a fusion's; about 170 s more)
     use_fusekit
-    for spec in $(ok_variants $(measured fusion-5 "$STACK" "$STACK_EXP")); do
+    for spec in $([[ "${CHECK_STOCK:-0}" != 1 ]] || echo stock) $(ok_variants $(measured fusion-5 "$STACK" "$STACK_EXP")); do
       label=$(spec_label "$spec")
       tbo_matrix_products "mm-$label" "$(bin_of "$label")" "$spec"
     done
     cat "$B/results/checks.txt" 2>/dev/null || true
     ;;
-  flake)  # one test-backend-ops selection FLAKE_RUNS times per measured variant, with and without CUDA graphs:
-    # how often it fails (default: the q4_0 MUL_MAT_ID case that failed on the stack in sessions 6 and 9)
+  flake)  # one test-backend-ops selection FLAKE_RUNS times on stock and each measured variant, with and without
+    # CUDA graphs: how often it fails (default: the q4_0 MUL_MAT_ID case that failed in sessions 6, 9 and 10);
+    # stock first, so a failure of stock's own code shows as such
     use_fusekit
     runs=${FLAKE_RUNS:-10} op=${FLAKE_OP:-MUL_MAT_ID} params=${FLAKE_PARAMS:-type_a=q4_0,.*n_mats=16,n_used=4,.*m=33,}
-    for spec in $(ok_variants $(measured "$STACK")); do
+    for spec in stock $(ok_variants $(measured "$STACK")); do
       label=$(spec_label "$spec")
       for setting in default GGML_CUDA_DISABLE_GRAPHS=1; do
         failed=0 selected=""

@@ -141,6 +141,39 @@ def test_experiment_patches_apply_with_their_sabotage_and_compile(home: Path, pa
     assert record["units"] and all(u["ok"] for u in record["units"]), record
 
 
+FIXES = sorted((REPO / "patches" / "fixes").glob("*.patch"))
+
+
+def added_test_ops(patch: Path) -> set[str]:
+    """The ops of the test-backend-ops cases a patch adds, by class name (new test_mul_mat_id -> MUL_MAT_ID)."""
+    added = "\n".join(line for line in patch.read_text().splitlines() if line.startswith("+"))
+    return {name.removeprefix("test_").upper() for name in re.findall(r"new (test_\w+)\(", added)}
+
+
+@pytest.mark.parametrize("patch", FIXES, ids=lambda p: p.stem)
+def test_fix_patches_name_the_ops_of_the_cases_they_add(patch: Path) -> None:
+    """A fix of the pinned tree (patches/fixes/) adds the cases that fail without it; its "Checks:" line names
+    their op (the session's check-mm runs it): a misspelt op would select no case and pass."""
+    checks = set(header_field(patch, "Checks"))
+    assert checks and checks <= added_test_ops(patch)
+
+
+@pytest.mark.parametrize("patch", FIXES, ids=lambda p: p.stem)
+def test_fix_patches_apply_on_stock_and_under_every_fusion_and_experiment(home: Path, patch: Path) -> None:
+    assert run(home, "apply", str(patch))[0] == 0
+    assert run(home, "reset")[0] == 0
+    code, output = run(home, "apply", *NAMES, *map(str, EXPERIMENTS), str(patch))
+    assert code == 0, output
+
+
+@needs_nvcc
+@pytest.mark.parametrize("patch", FIXES, ids=lambda p: p.stem)
+def test_fix_patches_compile(home: Path, patch: Path) -> None:
+    assert run(home, "apply", str(patch))[0] == 0
+    record = run_json(home, "compile-check", "--arch", "90", "--json")
+    assert record["units"] and all(u["ok"] for u in record["units"]), record
+
+
 CONTROLS = sorted((REPO / "patches" / "controls").glob("*.patch"))
 
 

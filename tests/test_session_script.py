@@ -35,6 +35,10 @@ def test_steps_see_the_variants_they_were_given(tmp_path: Path) -> None:
 
 def test_flake_step_counts_failures_per_setting(tmp_path: Path) -> None:
     home, batch = tmp_path / "home", tmp_path / "b"
+    stock = home / "trees" / "stock" / "build-cuda-sm90" / "bin" / "test-backend-ops"
+    stock.parent.mkdir(parents=True)
+    stock.write_text('#!/usr/bin/env bash\necho "  1/1 tests passed"\n')
+    stock.chmod(0o755)
     binary = home / "trees" / "fusion-5" / "build-cuda-sm90" / "bin" / "test-backend-ops"
     binary.parent.mkdir(parents=True)
     # fails unless CUDA graphs are off, and says which selection it was given
@@ -50,9 +54,11 @@ def test_flake_step_counts_failures_per_setting(tmp_path: Path) -> None:
     done = _run(batch, "flake", env)
     assert done.returncode == 0, done.stderr
     lines = (batch / "results" / "flake.txt").read_text().splitlines()
-    assert len(lines) == 2
-    assert lines[0].startswith("fusion-5 default op=MUL_MAT_ID params=type_a=q4_0,") and "runs=3 failed=3" in lines[0]
-    assert lines[1].startswith("fusion-5 GGML_CUDA_DISABLE_GRAPHS=1 ") and "runs=3 failed=0" in lines[1]
+    assert len(lines) == 4  # stock first (a failure of stock's own code shows as such), then the variants
+    assert lines[0].startswith("stock default op=MUL_MAT_ID ") and "runs=3 failed=0" in lines[0]
+    assert lines[1].startswith("stock GGML_CUDA_DISABLE_GRAPHS=1 ") and "runs=3 failed=0" in lines[1]
+    assert lines[2].startswith("fusion-5 default op=MUL_MAT_ID params=type_a=q4_0,") and "runs=3 failed=3" in lines[2]
+    assert lines[3].startswith("fusion-5 GGML_CUDA_DISABLE_GRAPHS=1 ") and "runs=3 failed=0" in lines[3]
     kept = sorted(p.name for p in (batch / "logs").glob("flake-*.log"))
     assert kept == [f"flake-fusion-5-default-{run}.log" for run in (1, 2, 3)]
     assert "-o MUL_MAT_ID -p type_a=q4_0," in (batch / "logs" / "flake-fusion-5-default-1.log").read_text()
