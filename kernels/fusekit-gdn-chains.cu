@@ -52,6 +52,13 @@ struct Plan {
 
 thread_local Plan plan;
 
+// The experiment fusion-2-conv-window (patches/experiments/) sets this to 1: the conv-state path at one token
+// (GET_ROWS, CONCAT, CPY of the window, SSM_CONV+SILU) becomes one launch at SSM_CONV (match_conv_window).
+// (tests/cpp/gdn_chains_plan_test.cu is also built with -DFUSEKIT_GDN_CONV_WINDOW=1.)
+#ifndef FUSEKIT_GDN_CONV_WINDOW
+#define FUSEKIT_GDN_CONV_WINDOW 0
+#endif
+
 bool is_noop(const ggml_tensor * t) {
     return ggml_is_empty(t) || t->op == GGML_OP_NONE || t->op == GGML_OP_RESHAPE || t->op == GGML_OP_VIEW ||
            t->op == GGML_OP_PERMUTE || t->op == GGML_OP_TRANSPOSE;
@@ -462,6 +469,114 @@ void match_gated_norm(const GraphIndex & gi, int at) {
     claim({ chain[0], chain[1], last }, at, last - at, nullptr, &a);
 }
 
+// The conv-state path of build_conv_state (src/models/delta-net-base.cpp) at one token and one sequence:
+//   conv_states = GET_ROWS(cache, s_copy)                  the cached window of the sequence's row
+//   conv_input  = CONCAT(reshape(conv_states), transpose(qkv_mixed), dim 0)
+//   CPY(view(conv_input, from column 1), view(cache, row kv_head))   the shifted window back into the cache
+//   y           = SILU(SSM_CONV(conv_input, ssm_conv1d))   stock: one fused launch
+// launched at SSM_CONV as conv_window_kernel. GET_ROWS, CONCAT and CPY are skipped where they stand: the cache row
+// and x are read at SSM_CONV instead, so neither may be written in between, and nobody may read the cache between
+// the CPY and SSM_CONV (stock has written the new window by then). At one sequence the thread of a channel reads
+// that channel's window before it writes it, so the CPY's row may be the one read.
+void match_conv_window(const GraphIndex & gi, int at) {
+    const ggml_cgraph * g    = gi.graph;
+    const ggml_tensor * conv = g->nodes[at];
+    const ggml_tensor * sx   = conv->src[0];
+    const ggml_tensor * w    = conv->src[1];
+    if (!is_f32(conv) || !ggml_is_contiguous(conv) || !is_f32(w) || w->ne[0] != fusekit_gdn::kConvWidth ||
+        w->nb[0] != sizeof(float) || w->nb[1] % sizeof(float) != 0 || sx == nullptr || sx->op != GGML_OP_CONCAT ||
+        !is_f32(sx) || !ggml_is_contiguous(sx) || sx->ne[0] != fusekit_gdn::kConvWidth || sx->ne[2] != 1 ||
+        ggml_get_op_params_i32(sx, 0) != 0) {
+        return reject(g, at, __LINE__);  // one token (ne[0] = the taps), one sequence, d_conv 4, F32 only
+    }
+    const int64_t channels = sx->ne[1];
+    int           i_silu   = at + 1;
+    while (i_silu < g->n_nodes && is_noop(g->nodes[i_silu])) {
+        ++i_silu;
+    }
+    if (i_silu >= g->n_nodes) {
+        return reject(g, at, __LINE__);
+    }
+    const ggml_tensor * silu = g->nodes[i_silu];
+    if (!is_unary(silu, GGML_UNARY_OP_SILU) || silu->src[0] != conv || !is_f32(silu) || !ggml_is_contiguous(silu) ||
+        ggml_nelements(silu) != channels) {
+        return reject(g, at, __LINE__);
+    }
+    const ggml_tensor * cached = sx->src[0];  // reshape of GET_ROWS
+    const ggml_tensor * x      = sx->src[1];  // transposed qkv_mixed
+    const ggml_tensor * rows   = storage_of(cached);
+    if (cached == nullptr || x == nullptr || rows->op != GGML_OP_GET_ROWS || !is_f32(rows) || !ggml_is_contiguous(rows) ||
+        !ggml_is_contiguous(cached) || cached->ne[0] != fusekit_gdn::kConvWidth - 1 || cached->ne[1] != channels ||
+        !is_f32(x) || x->ne[0] != 1 || x->ne[1] != channels || x->nb[1] != sizeof(float)) {
+        return reject(g, at, __LINE__);
+    }
+    const ggml_tensor * cache = rows->src[0];
+    const ggml_tensor * index = rows->src[1];
+    const int64_t       width = (fusekit_gdn::kConvWidth - 1) * channels;
+    if (!is_f32(cache) || cache->ne[0] != width || cache->nb[0] != sizeof(float) || cache->nb[1] % sizeof(float) != 0 ||
+        index == nullptr || index->type != GGML_TYPE_I32 || index->data == nullptr || ggml_nelements(index) != 1 ||
+        ggml_nelements(rows) != width) {
+        return reject(g, at, __LINE__);
+    }
+    // the CPY: the concat's only reader besides SSM_CONV, from its column 1 into one row of the same cache
+    const int i_rows = gi.position(rows), i_concat = gi.position(sx);
+    const std::vector<int> & concat_readers = gi.readers_of(sx);
+    if (i_rows < 0 || i_concat < 0 || concat_readers.size() != 2 || concat_readers[1] != at) {
+        return reject(g, at, __LINE__);
+    }
+    const int           i_cpy   = concat_readers[0];
+    const ggml_tensor * cpy     = g->nodes[i_cpy];
+    const ggml_tensor * shifted = cpy->src[0];
+    const ggml_tensor * row_dst = cpy->src[1];
+    if (cpy->op != GGML_OP_CPY || shifted == nullptr || row_dst == nullptr || shifted->view_src != sx ||
+        shifted->view_offs != sizeof(float) || shifted->ne[0] != fusekit_gdn::kConvWidth - 1 ||
+        shifted->ne[1] != channels || shifted->nb[1] != sx->nb[1] || !is_f32(row_dst) || !ggml_is_contiguous(row_dst) ||
+        ggml_nelements(row_dst) != width || storage_of(row_dst) != storage_of(cache)) {
+        return reject(g, at, __LINE__);
+    }
+    const std::vector<int> chain = { i_rows, i_concat, i_cpy, i_silu };
+    if (!claimable(g, { i_rows, i_concat, i_cpy, at, i_silu }) || !(i_rows < i_concat && i_concat < i_cpy && i_cpy < at) ||
+        !only_between(g, at, i_silu, {})) {
+        return reject(g, at, __LINE__);
+    }
+    // intermediates: GET_ROWS read only by the CONCAT, SSM_CONV only by the SILU
+    if (!gi.read_only_by(rows, i_concat) || !gi.read_only_by(conv, i_silu)) {
+        return reject(g, at, __LINE__);
+    }
+    // the sources, read at SSM_CONV now: the cache from GET_ROWS on, x from the CONCAT on, the index
+    if (!untouched_between(g, i_rows, at, chain, cache) || !untouched_between(g, i_concat, at, chain, x) ||
+        !untouched_between(g, i_rows, at, chain, index)) {
+        return reject(g, at, __LINE__);
+    }
+    for (int i : gi.readers_of(cache)) {  // the new window is written at SSM_CONV now: no reader may come between
+        if (i > i_cpy && i < at) {
+            return reject(g, at, __LINE__);
+        }
+    }
+    // the output may take x's memory (ggml-alloc hands it on after the CONCAT): element for element, as channel c's
+    // thread reads x[c] before it writes y[c]
+    const bool y_over_x = silu->data == x->data && x->nb[1] == sizeof(float);
+    if (overlap(silu, cache) || (overlap(silu, x) && !y_over_x) || overlap(silu, w) || overlap(silu, index) ||
+        overlap(row_dst, x) || overlap(row_dst, w) || overlap(row_dst, index)) {
+        return reject(g, at, __LINE__);
+    }
+
+    fusekit_gdn::PrologueArgs a{};
+    a.with_conv       = 1;
+    a.conv.cache      = (const float *) cache->data;
+    a.conv.src_row    = (const int32_t *) index->data;
+    a.conv.cache_row  = int64_t(cache->nb[1] / sizeof(float));
+    a.conv.x          = (const float *) x->data;
+    a.conv.weight     = (const float *) w->data;
+    a.conv.weight_row = int64_t(w->nb[1] / sizeof(float));
+    a.conv.bias       = nullptr;
+    a.conv.window_dst = (float *) row_dst->data;
+    a.conv.dst        = (float *) silu->data;
+    a.conv.channels   = channels;
+    a.conv.sabotage   = FUSEKIT_GDN_SABOTAGE;
+    claim({ i_rows, i_concat, i_cpy, i_silu }, at, i_silu - at, &a, nullptr);
+}
+
 }  // namespace
 
 void fusekit_gdn_chains_plan(const ggml_cgraph * cgraph, bool enabled) {
@@ -478,6 +593,7 @@ void fusekit_gdn_chains_plan(const ggml_cgraph * cgraph, bool enabled) {
     for (int i = 0; i < cgraph->n_nodes && !any; ++i) {
         const ggml_tensor * n = cgraph->nodes[i];
         any = n->op == GGML_OP_GATED_DELTA_NET && n->src[2] != nullptr && n->src[2]->ne[2] == 1;
+        any = any || (FUSEKIT_GDN_CONV_WINDOW && n->op == GGML_OP_SSM_CONV);
     }
     if (!any) {
         return;
@@ -492,6 +608,8 @@ void fusekit_gdn_chains_plan(const ggml_cgraph * cgraph, bool enabled) {
             match_prologue(gi, i);
         } else if (cgraph->nodes[i]->op == GGML_OP_UNARY && plan.roles[i] == fusekit_gdn_role::none) {
             match_gated_norm(gi, i);
+        } else if (FUSEKIT_GDN_CONV_WINDOW && cgraph->nodes[i]->op == GGML_OP_SSM_CONV) {
+            match_conv_window(gi, i);
         }
     }
 }

@@ -9,6 +9,9 @@
 //                  beta = sigmoid(beta_raw)                  stock: SIGMOID                1 launch  -> 1
 //   gated norm (one launch, in place of the stock pair):
 //     out  = silu(z) * (rms_norm(o, eps) * ssm_norm)      stock: RMS_NORM+MUL, SILU+MUL    2 launches
+//   conv window (the experiment fusion-2-conv-window; FUSEKIT_GDN_CONV_WINDOW in fusekit-gdn-chains.cu), at SSM_CONV:
+//     y    = silu(conv(cache[s_copy] | x, w))         stock: GET_ROWS, CONCAT, CPY, SSM_CONV+SILU  4 launches -> 1
+//     cache[kv_head] = the window shifted by x
 //
 // Bit-identical to stock by construction: every expression below is written in stock's order
 // (norm.cu rms_norm_f32, unary.cu op_softplus/op_sigmoid/silu, binbcast op_add), and the sum of
@@ -93,6 +96,29 @@ FUSEKIT_GDN_HD float gated_norm_value(float x, float scale, float w, float z, in
     return gate * normed;
 }
 
+// The conv window of one channel at one token (d_conv = kConvWidth taps): stock's ssm_conv_f32 with n_t = 1 sums
+// window[j] * w[j] for j = 0, 1, ... in order from 0.0f, then adds the bias (0.0f without one: it turns -0.0 into
+// +0.0, so it is added here too), then ggml_cuda_op_silu_single. The window is the kConvWidth - 1 cached values
+// followed by the token's x.
+constexpr int kConvWidth = 4;
+
+FUSEKIT_GDN_HD float conv_window_value(const float window[kConvWidth], const float w[kConvWidth], float bias) {
+    float sumf = 0.0f;
+    for (int j = 0; j < kConvWidth; ++j) {
+        sumf += window[j] * w[j];
+    }
+    sumf += bias;
+    return sumf / (1.0f + expf(-sumf));
+}
+
+// The window of one channel: its cached values, then x (0 in a sabotage build: the token is dropped).
+FUSEKIT_GDN_HD void conv_window_load(const float * cached, float x, int sabotage, float window[kConvWidth]) {
+    for (int j = 0; j < kConvWidth - 1; ++j) {
+        window[j] = cached[j];
+    }
+    window[kConvWidth - 1] = sabotage ? 0.0f : x;
+}
+
 // Offset in floats of row r of a [ncols, n1, n2, n3] tensor with strides s1, s2, s3 (floats):
 // rows run over dims 1, 2, 3 in that order, as stock's (row, channel, sample) grid does.
 FUSEKIT_GDN_HD int64_t row_offset(int64_t r, int64_t n1, int64_t n2, int64_t s1, int64_t s2, int64_t s3) {
@@ -109,6 +135,21 @@ struct Rows {
     const float * data;
     int64_t       n1, n2;      // sizes of dims 1 and 2 (dim 3 follows from the row count)
     int64_t       s1, s2, s3;  // strides of dims 1, 2, 3 in floats
+};
+
+// The conv-state path of build_conv_state at one token and one sequence (fusekit-gdn-chains.cu matches it).
+struct ConvWindowArgs {
+    const float *   cache;         // the conv-state cache, [(kConvWidth - 1) * channels] per row
+    const int32_t * src_row;       // GET_ROWS's index (device memory): the row the window is read from
+    int64_t         cache_row;     // floats from one cache row to the next
+    const float *   x;             // the token's qkv_mixed, [channels] contiguous
+    const float *   weight;        // ssm_conv1d, [kConvWidth] per channel
+    int64_t         weight_row;    // floats from one channel's taps to the next
+    const float *   bias;          // per channel, or nullptr (0.0f, as stock without a bias node)
+    float *         window_dst;    // the CPY's destination: the shifted window, [(kConvWidth - 1) * channels]
+    float *         dst;           // the SILU's output, [channels] contiguous
+    int64_t         channels;
+    int             sabotage;
 };
 
 struct PrologueArgs {
@@ -128,6 +169,8 @@ struct PrologueArgs {
     int64_t       n_heads, n_gate; // n_gate = n_heads * n_seqs
     int           with_gate;       // compute gate_dst (the alpha chain)
     int           with_beta;       // compute beta_dst
+    int           with_conv;       // only the conv window (conv below), nothing else
+    ConvWindowArgs conv;
     int           sabotage;
 };
 
@@ -234,8 +277,41 @@ __global__ void __launch_bounds__(kWarp) gated_norm_kernel(const GatedNormArgs a
     }
 }
 
+// One thread per channel. It reads its window (the cached values of GET_ROWS's row, then x) before it writes the
+// shifted window, so the CPY's row may be the row read (it is, at one sequence); no other thread touches the channel.
+__global__ void __launch_bounds__(128) conv_window_kernel(const ConvWindowArgs a) {
+    const int64_t c = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
+    if (c >= a.channels) {
+        return;
+    }
+    constexpr int kCached = kConvWidth - 1;
+    const float * cached  = a.cache + int64_t(*a.src_row) * a.cache_row + c * kCached;
+    float         window[kConvWidth];
+    conv_window_load(cached, a.x[c], a.sabotage, window);
+    float w[kConvWidth];
+#pragma unroll
+    for (int j = 0; j < kConvWidth; ++j) {
+        w[j] = a.weight[c * a.weight_row + j];
+    }
+    const float bias = a.bias != nullptr ? a.bias[c] : 0.0f;  // as stock's ssm_conv_f32 (the glue passes none)
+    a.dst[c]         = conv_window_value(window, w, bias);
+#pragma unroll
+    for (int j = 0; j < kCached; ++j) {
+        a.window_dst[c * kCached + j] = window[j + 1];
+    }
+}
+
+inline bool launch_conv_window(const ConvWindowArgs & a, cudaStream_t stream) {
+    const dim3 grid((unsigned) ((a.channels + 127) / 128)), block(128);
+    conv_window_kernel<<<grid, block, 0, stream>>>(a);
+    return true;
+}
+
 // Launchers: false (nothing launched) when ncols is not 32, 64, 128 or 256.
 inline bool launch_prologue(const PrologueArgs & a, cudaStream_t stream) {
+    if (a.with_conv) {
+        return launch_conv_window(a.conv, stream);
+    }
     const dim3 grid((unsigned) prologue_blocks(a)), block(kWarp);
     switch (a.ncols) {
         case 32:  prologue_kernel<1><<<grid, block, 0, stream>>>(a); return true;

@@ -10,10 +10,13 @@
 //     (one element per thread, a butterfly per warp, a butterfly over the 8 warp sums);
 //   - q/k norms, the gate, beta and the gated output norm against float64 references of the model's formulas,
 //     reading the q/k views of a conv-output-shaped buffer through their strides;
-//   - every output element written exactly once (the block/lane indexing).
+//   - every output element written exactly once (the block/lane indexing);
+//   - the conv window (conv_window_load, conv_window_value): y against float64 silu(sum of the 4 taps) and the
+//     shifted window written back, into the row it was read from and into another row, no other row touched.
 // What it cannot see: the shuffles themselves, launch shapes, rsqrtf/expf on the GPU (-use_fast_math),
 // whether ggml-cuda.cu's matching fires on a real graph. --sabotage turns on the kernels' sabotage switch
-// (drop a chunk of the sum of squares, drop the ssm_dt bias, negate the sigmoid, drop the silu): it exits 0
+// (drop a chunk of the sum of squares, drop the ssm_dt bias, negate the sigmoid, drop the silu, drop the conv
+// window's token): it exits 0
 // only if every value check fails.
 #include "fusekit-gdn-chains.cuh"
 
@@ -280,6 +283,81 @@ void check_gated_norm(int ncols, int n_heads, int n_seqs, int sabotage, std::mt1
     t.rule(once, "gated norm writes every element exactly once", false);
 }
 
+// One conv-window launch, emulated thread by thread (channel c), with the window written back into the cache
+// (the CPY's row may be the row read, as at one sequence), against a float64 reference on an untouched copy.
+void check_conv_window(int64_t channels, int64_t rows, int64_t src_row, int64_t dst_row, int sabotage, std::mt19937 & rng,
+                       Tally & t) {
+    std::uniform_real_distribution<float> u(-1.0f, 1.0f);
+    constexpr int kCached = kConvWidth - 1;
+    const int64_t row     = kCached * channels;
+    std::vector<float> cache(size_t(rows * row)), x(channels), w(size_t(channels) * kConvWidth), y(channels, NAN);
+    for (auto & v : cache) v = u(rng) * 2.0f;
+    for (auto & v : x) v = u(rng) * 2.0f + (u(rng) >= 0.0f ? 0.5f : -0.5f);  // away from 0: sabotage drops it
+    for (auto & v : w) v = u(rng);
+    const std::vector<float> cache_in = cache;
+    const int32_t            index    = int32_t(src_row);
+
+    ConvWindowArgs a{};
+    a.cache      = cache.data();
+    a.src_row    = &index;
+    a.cache_row  = row;
+    a.x          = x.data();
+    a.weight     = w.data();
+    a.weight_row = kConvWidth;
+    a.bias       = nullptr;
+    a.window_dst = cache.data() + dst_row * row;
+    a.dst        = y.data();
+    a.channels   = channels;
+    a.sabotage   = sabotage;
+
+    std::vector<int> writes(size_t(channels) * (1 + kCached));
+    for (int64_t c = 0; c < a.channels; ++c) {  // conv_window_kernel's thread c
+        float window[kConvWidth], taps[kConvWidth];
+        conv_window_load(a.cache + int64_t(*a.src_row) * a.cache_row + c * kCached, a.x[c], a.sabotage, window);
+        for (int j = 0; j < kConvWidth; ++j) {
+            taps[j] = a.weight[c * a.weight_row + j];
+        }
+        a.dst[c] = conv_window_value(window, taps, a.bias != nullptr ? a.bias[c] : 0.0f);
+        ++writes[c * (1 + kCached)];
+        for (int j = 0; j < kCached; ++j) {
+            a.window_dst[c * kCached + j] = window[j + 1];
+            ++writes[c * (1 + kCached) + 1 + j];
+        }
+    }
+
+    // float64: window = cached values of src_row, then x; y = silu(sum); the cache's dst_row = window shifted by one
+    for (int64_t c0 = 0; c0 < channels; c0 += 256) {  // one value check per 256 channels
+        bool ok_y = true, ok_window = true;
+        for (int64_t c = c0; c < std::min<int64_t>(channels, c0 + 256); ++c) {
+            double window[kConvWidth];
+            for (int j = 0; j < kCached; ++j) {
+                window[j] = cache_in[src_row * row + c * kCached + j];
+            }
+            window[kCached] = x[c];
+            double sum      = 0.0;
+            for (int j = 0; j < kConvWidth; ++j) {
+                sum += window[j] * w[c * kConvWidth + j];
+            }
+            ok_y = ok_y && close(y[c], sum / (1.0 + std::exp(-sum)), 2e-6, 1e-6);
+            for (int j = 0; j < kCached; ++j) {
+                ok_window = ok_window && cache[dst_row * row + c * kCached + j] == float(window[j + 1]);
+            }
+        }
+        t.value(ok_y, "conv window output");
+        t.value(ok_window, "conv window written back");
+    }
+    bool others = true;  // rows other than dst_row keep their values
+    for (int64_t r = 0; r < rows; ++r) {
+        if (r != dst_row) {
+            others = others && std::equal(cache.begin() + r * row, cache.begin() + (r + 1) * row, cache_in.begin() + r * row);
+        }
+    }
+    t.rule(others, "conv window writes no cache row but the CPY's", false);
+    bool once = true;
+    for (int n : writes) once = once && n == 1;
+    t.rule(once, "conv window writes every output and window element exactly once", false);
+}
+
 }  // namespace
 
 int main(int argc, char ** argv) {
@@ -305,6 +383,13 @@ int main(int argc, char ** argv) {
             check_prologue(sh[0], sh[1], sh[2], sh[3], sabotage ? 1 : 0, rng, t);
             check_gated_norm(sh[0], sh[2], sh[3], sabotage ? 1 : 0, rng, t);
         }
+    }
+
+    // the conv window: the 35B-A3B channels (2 x 16 x 128 + 32 x 128) reading and writing the same row, or another
+    // row; a channel count that leaves the last block of 128 part-empty
+    const int64_t windows[][4] = { { 8192, 4, 1, 1 }, { 8192, 4, 0, 3 }, { 200, 2, 1, 0 }, { 1, 1, 0, 0 } };
+    for (const auto & wn : windows) {
+        check_conv_window(wn[0], wn[1], wn[2], wn[3], sabotage ? 1 : 0, rng, t);
     }
 
     if (sabotage) {

@@ -46,6 +46,7 @@ static int failures = 0;
     } while (0)
 
 struct Layer {
+    ggml_tensor * ssm_conv = nullptr;  // where the conv window is launched (FUSEKIT_GDN_CONV_WINDOW)
     ggml_tensor * out = nullptr;
     ggml_tensor * gdn = nullptr;
     ggml_tensor * silu_z = nullptr;
@@ -54,8 +55,12 @@ struct Layer {
 };
 
 // One layer: the model's expression tree (build_layer_attn_linear, build_gdn_l2_norm, build_norm_gated).
-static Layer build_layer(ggml_context * ctx, ggml_context * ctx_w, ggml_tensor * x, int64_t Hv, int64_t Hk, int64_t D,
-                         int64_t T, int64_t S, bool extra_reader) {
+// g: the graph the state updates are forward-expanded into as the model does (build_rs, build_conv_state);
+// s_copy: the recurrent memory's row index input. cache_reader: a node reads the conv cache between the CPY of
+// the window and SSM_CONV (the conv window must then stay on the stock path).
+static Layer build_layer(ggml_context * ctx, ggml_context * ctx_w, ggml_cgraph * g, ggml_tensor * s_copy, ggml_tensor * x,
+                         int64_t Hv, int64_t Hk, int64_t D, int64_t T, int64_t S, bool extra_reader,
+                         bool cache_reader = false) {
     const int64_t n_embd = 256, key_dim = D * Hk, conv_dim = 2 * key_dim + D * Hv;
     const float   eps    = 1e-6f;
     Layer         L;
@@ -71,8 +76,8 @@ static Layer build_layer(ggml_context * ctx, ggml_context * ctx_w, ggml_tensor *
     ggml_tensor * ssm_dt  = ggml_new_tensor_1d(ctx_w, GGML_TYPE_F32, Hv);
     ggml_tensor * ssm_a   = ggml_new_tensor_1d(ctx_w, GGML_TYPE_F32, Hv);
     ggml_tensor * conv_w  = ggml_new_tensor_2d(ctx_w, GGML_TYPE_F32, 4, conv_dim);
-    ggml_tensor * conv_st = ggml_new_tensor_3d(ctx_w, GGML_TYPE_F32, 3, conv_dim, S);
-    ggml_tensor * state   = ggml_new_tensor_4d(ctx_w, GGML_TYPE_F32, D, D, Hv, S);
+    ggml_tensor * cache_r = ggml_new_tensor_2d(ctx_w, GGML_TYPE_F32, 3 * conv_dim, S + 2);  // the layer's conv states
+    ggml_tensor * cache_s = ggml_new_tensor_2d(ctx_w, GGML_TYPE_F32, D * D * Hv, S + 2);  // the layer's states
     ggml_tensor * norm_w  = ggml_new_tensor_1d(ctx_w, GGML_TYPE_F32, D);
     ggml_tensor * w_out   = ggml_new_tensor_2d(ctx_w, GGML_TYPE_F32, D * Hv, n_embd);
 
@@ -86,9 +91,27 @@ static Layer build_layer(ggml_context * ctx, ggml_context * ctx_w, ggml_tensor *
     ggml_tensor * gate  = ggml_mul(ctx, ggml_softplus(ctx, L.add), ssm_a);
     gate                = ggml_reshape_4d(ctx, gate, 1, Hv, T, S);
 
-    // build_conv_state (the state update CPY forward-expanded first, as there) and SSM_CONV + SILU
-    ggml_tensor * conv_in = ggml_concat(ctx, conv_st, ggml_transpose(ctx, qkv), 0);
-    ggml_tensor * conv    = ggml_silu(ctx, ggml_ssm_conv(ctx, conv_in, conv_w));
+    // build_rs (a zero-sized clear, the rows of this ubatch's sequences, the extra rows: none) and build_conv_state
+    // (the shifted window CPY forward-expanded first, as there), then SSM_CONV + SILU
+    ggml_build_forward_expand(g, ggml_scale_inplace(ctx, ggml_view_1d(ctx, cache_r, 0, 0), 0));
+    ggml_tensor * conv_states = ggml_get_rows(ctx, cache_r, ggml_view_1d(ctx, s_copy, S, 0));
+    ggml_build_forward_expand(g, conv_states);
+    ggml_tensor * extra = ggml_get_rows(ctx, cache_r, ggml_view_1d(ctx, s_copy, 0, S * sizeof(int32_t)));
+    ggml_build_forward_expand(g, ggml_cpy(ctx, extra, ggml_view_2d(ctx, cache_r, 3 * conv_dim, 0, cache_r->nb[1], S * cache_r->nb[1])));
+    conv_states           = ggml_reshape_3d(ctx, conv_states, 3, conv_dim, S);
+    ggml_tensor * conv_in = ggml_concat(ctx, conv_states, ggml_transpose(ctx, qkv), 0);
+    ggml_tensor * last    = ggml_view_3d(ctx, conv_in, 3, conv_dim, S, conv_in->nb[1], conv_in->nb[2], T * sizeof(float));
+    ggml_tensor * update  = ggml_cpy(ctx, last, ggml_view_2d(ctx, cache_r, 3 * conv_dim, S, cache_r->nb[1], cache_r->nb[1]));
+    ggml_build_forward_expand(g, update);
+    if (cache_reader) {
+        ggml_build_forward_expand(g, ggml_sum(ctx, update));
+    }
+    // build_rs of the recurrent state (between the window's CPY and SSM_CONV, as in the model)
+    ggml_tensor * state = ggml_get_rows(ctx, cache_s, ggml_view_1d(ctx, s_copy, S, 0));
+    ggml_build_forward_expand(g, state);
+    state               = ggml_reshape_4d(ctx, state, D, D, Hv, S);
+    L.ssm_conv          = ggml_ssm_conv(ctx, conv_in, conv_w);
+    ggml_tensor * conv    = ggml_silu(ctx, L.ssm_conv);
     const size_t  row     = ggml_row_size(GGML_TYPE_F32, conv_dim);
     ggml_tensor * q = ggml_view_4d(ctx, conv, D, Hk, T, S, D * 4, row, row * T, 0);
     ggml_tensor * k = ggml_view_4d(ctx, conv, D, Hk, T, S, D * 4, row, row * T, key_dim * 4);
@@ -156,19 +179,24 @@ static void walk(const ggml_cgraph * g, std::vector<int> & runs) {
 }
 
 static void run_case(const char * name, int64_t Hv, int64_t Hk, int64_t D, int64_t T, int64_t S, bool extra_reader,
-                     bool expect_gate, bool expect_qk, bool expect_gated_norm, int n_layers = 1) {
+                     bool expect_gate, bool expect_qk, bool expect_gated_norm, int n_layers = 1, bool cache_reader = false) {
     ggml_init_params params = { ggml_tensor_overhead() * 4096 + ggml_graph_overhead(), nullptr, true };
     ggml_context *   ctx    = ggml_init(params);
     ggml_context *   ctx_w  = ggml_init(params);
+    ggml_cgraph *    g      = ggml_new_graph(ctx);
+    ggml_tensor *    s_copy = ggml_new_tensor_1d(ctx, GGML_TYPE_I32, S);
+    ggml_set_input(s_copy);
     // n_layers layers in a row, each reading the one before (buffers of one layer handed on to the next)
     std::vector<Layer> layers;
     for (int l = 0; l < n_layers; ++l) {
-        layers.push_back(build_layer(ctx, ctx_w, l ? layers.back().out : nullptr, Hv, Hk, D, T, S, extra_reader));
+        layers.push_back(build_layer(ctx, ctx_w, g, s_copy, l ? layers.back().out : nullptr, Hv, Hk, D, T, S,
+                                     extra_reader, cache_reader));
     }
     ggml_set_output(layers.back().out);
     ggml_backend_buffer_t weights = ggml_backend_alloc_ctx_tensors_from_buft(ctx_w, ggml_backend_cpu_buffer_type());
-    ggml_cgraph *    g      = ggml_new_graph(ctx);
     ggml_build_forward_expand(g, layers.back().out);
+    // the conv window (experiment fusion-2-conv-window): at one token of one sequence, unless the cache is read early
+    const bool expect_conv = FUSEKIT_GDN_CONV_WINDOW && T == 1 && S == 1 && !cache_reader;
 
     ggml_gallocr_t galloc = ggml_gallocr_new(ggml_backend_cpu_buffer_type());
     EXPECT(ggml_gallocr_alloc_graph(galloc, g), "%s: allocation", name);
@@ -185,11 +213,12 @@ static void run_case(const char * name, int64_t Hv, int64_t Hk, int64_t D, int64
         n_skip += fusekit_gdn_chains_role(g, i) == fusekit_gdn_role::skip;
     }
     int  i_sigmoid = -1;
-    bool got_gate = true, got_qk = true, got_gn = true;  // in every layer
+    bool got_gate = true, got_qk = true, got_gn = true, got_conv = true;  // in every layer
     for (const Layer & L : layers) {
-        int i_gdn = -1, i_silu = -1, i_add = -1;
+        int i_gdn = -1, i_silu = -1, i_add = -1, i_conv = -1;
         for (int i = 0; i < g->n_nodes; ++i) {
             const ggml_tensor * t = g->nodes[i];
+            i_conv    = t == L.ssm_conv ? i : i_conv;
             i_gdn     = t == L.gdn ? i : i_gdn;
             i_silu    = t == L.silu_z ? i : i_silu;
             i_add     = t == L.add ? i : i_add;
@@ -199,12 +228,15 @@ static void run_case(const char * name, int64_t Hv, int64_t Hk, int64_t D, int64
         got_gate = got_gate && fused_at(i_add);
         got_qk   = got_qk && fused_at(i_sigmoid);
         got_gn   = got_gn && fused_at(i_silu);
+        got_conv = got_conv && fused_at(i_conv);
         EXPECT(fusekit_gdn_chains_role(g, i_gdn) == fusekit_gdn_role::none, "%s: GATED_DELTA_NET itself is stock", name);
     }
     EXPECT(got_gate == expect_gate, "%s: alpha chain planned %d", name, got_gate);
     EXPECT(got_qk == expect_qk, "%s: q/k/beta planned %d", name, got_qk);
     EXPECT(got_gn == expect_gated_norm, "%s: gated norm planned %d", name, got_gn);
-    EXPECT(n_skip == n_layers * (2 * got_gate + 4 * got_qk + 3 * got_gn), "%s: %d nodes claimed", name, n_skip);
+    EXPECT(got_conv == expect_conv, "%s: conv window planned %d", name, got_conv);
+    EXPECT(n_skip == n_layers * (2 * got_gate + 4 * got_qk + 3 * got_gn + 4 * got_conv), "%s: %d nodes claimed", name,
+           n_skip);
 
     std::vector<int> runs;
     walk(g, runs);
@@ -222,8 +254,8 @@ static void run_case(const char * name, int64_t Hv, int64_t Hk, int64_t D, int64
                    ggml_op_desc(g->nodes[i]), g->nodes[i]->name, own);
         }
     }
-    std::printf("%-32s nodes %3d  alpha chain %d  q/k/beta %d  gated norm %d  claimed %2d  node runs + kernels %d\n",
-                name, g->n_nodes, got_gate, got_qk, got_gn, n_skip, launches);
+    std::printf("%-32s nodes %3d  alpha chain %d  q/k/beta %d  gated norm %d  conv window %d  claimed %2d  "
+                "node runs + kernels %d\n", name, g->n_nodes, got_gate, got_qk, got_gn, got_conv, n_skip, launches);
 
     // a disabled plan gives no roles
     fusekit_gdn_chains_plan(g, false);
@@ -245,6 +277,7 @@ int main() {
     run_case("head size 16 (not taken)",   8,  4,  16,  1, 1, false, false, false, false);
     run_case("35B, 1 token, 6 layers",     32, 16, 128, 1, 1, false, true,  true,  true, 6);
     run_case("35B, 5 tokens, 3 layers",    32, 16, 128, 5, 1, false, false, false, false, 3);
+    run_case("35B, cache read before conv", 32, 16, 128, 1, 1, false, true,  true,  true, 1, true);
     std::printf(failures ? "%d failures\n" : "plan checks passed\n", failures);
     return failures ? 1 : 0;
 }
