@@ -11,12 +11,15 @@
 //   - ids identical and weights identical bit for bit (the experiment's claim: the same selection, the same
 //     arithmetic), on random, heavily tied, zero (underflowed) and -FLT_MAX (NaN in stock) probabilities, with and
 //     without normalisation and scale, for every expert count the router supports and k from 1 to 32;
-//   - the ranks of the picked candidates are distinct (no two threads write the same output slot).
+//   - the ranks of the picked candidates are distinct (no two threads write the same output slot);
+//   - the pruning (lane_max_rank, can_be_picked, live_rank): every candidate below the bound ranks at least n_pick
+//     among all candidates, every live one has the same rank among the live as among all (selection_rank).
 // What it cannot see: the softmax itself (both selections start from the same slots on the GPU), shared memory,
 // the shuffles, timing. --sabotage runs the rank side with the kernel's sabotage switch (drop the best expert)
 // against the honest rounds: it exits 0 only if every value check fails.
 #include "fusekit-moe-router.cuh"
 
+#include <algorithm>
 #include <cfloat>
 #include <cmath>
 #include <cstdio>
@@ -143,16 +146,57 @@ Selection by_rounds(const std::vector<float> & slots, int ept, int n_expert, int
     return s;
 }
 
-// select_experts_by_rank's data flow with the kernel's own helpers: every candidate ranked, the picked ones
-// stored by rank, lane sums butterflied, weights. `distinct` is false if two candidates got the same output slot.
+// What the pruning does, per case: how many candidates were ranked, and whether it kept its two promises (a
+// pruned candidate ranks at least n_pick among all; a live one's rank among the live equals its rank among all).
+struct Pruning {
+    int  live  = 0;
+    bool sound = true;
+};
+
+// select_experts_by_rank's data flow with the kernel's own helpers: the bound from the lanes' maxima (the lowest
+// lane of the right rank, as __ffs of the ballot), the live candidates in ballot order (slot i of lanes 0..31, then
+// slot i + 1), each ranked among them, the picked ones stored by rank, lane sums butterflied, weights. `distinct` is
+// false if two candidates got the same output slot.
 Selection by_rank(const std::vector<float> & slots, int n_used, bool norm, float clamp, float scale, bool sabotage,
-                  bool & distinct) {
-    const int        n_cand = int(slots.size());
+                  bool & distinct, Pruning & pruning) {
+    const int        n_cand  = int(slots.size());
+    const int        ept     = n_cand / kWarp;
+    const int        dropped = sabotage ? 1 : 0;
+    const int        n_pick  = n_used + dropped;
     std::vector<int> picked_id(n_cand, -1);
     Selection        s{std::vector<int>(n_used, -1), std::vector<float>(n_used, NAN)};
-    distinct = true;
+    float            lane_max[kWarp];
+    for (int l = 0; l < kWarp; ++l) {
+        float m = slots[l];
+        for (int i = 0; i < ept; ++i) {
+            m = slots[i * kWarp + l] > m ? slots[i * kWarp + l] : m;
+        }
+        lane_max[l] = m;
+    }
+    float bound = -INFINITY;
+    if (n_pick <= kWarp) {
+        for (int l = kWarp - 1; l >= 0; --l) {
+            bound = lane_max_rank(lane_max, l) == n_pick - 1 ? lane_max[l] : bound;
+        }
+    }
+    std::vector<int> live;
+    for (int i = 0; i < ept; ++i) {
+        for (int l = 0; l < kWarp; ++l) {
+            if (can_be_picked(slots[i * kWarp + l], bound)) {
+                live.push_back(i * kWarp + l);
+            }
+        }
+    }
+    pruning = { int(live.size()), true };
     for (int c = 0; c < n_cand; ++c) {
-        const int k = selection_rank(slots.data(), n_cand, c) - (sabotage ? 1 : 0);
+        const bool is_live = std::find(live.begin(), live.end(), c) != live.end();
+        const int  full    = selection_rank(slots.data(), n_cand, c);
+        pruning.sound = pruning.sound && (is_live ? live_rank(live.data(), int(live.size()), slots.data(), c) == full
+                                                  : full >= n_pick);
+    }
+    distinct = true;
+    for (const int c : live) {
+        const int k = live_rank(live.data(), int(live.size()), slots.data(), c) - dropped;
         if (k >= 0 && k < n_used) {
             distinct = distinct && picked_id[k] < 0;
             picked_id[k] = c;
@@ -215,6 +259,7 @@ int main(int argc, char ** argv) {
     const int    k_values[]      = { 1, 2, 3, 7, 8, 9, 16, 32 };
     const Values kinds[] = { Values::random, Values::tied, Values::with_zeros, Values::with_nan_marks };
     int          first_failures = 0;
+    int          live_35b = 0, cases_35b = 0;  // candidates ranked at the 35B shape (256 experts, k = 8)
     for (const int n_expert : expert_counts) {
         const int ept = experts_per_lane(n_expert);
         if (ept == 0) {
@@ -233,10 +278,16 @@ int main(int argc, char ** argv) {
                     const std::vector<float> slots = make_slots(ept, n_expert, kind, rng);
                     const Selection rounds = by_rounds(slots, ept, n_expert, n_used, norm, clamp, scale, false);
                     bool            distinct = false;
-                    const Selection rank = by_rank(slots, n_used, norm, clamp, scale, sabotage, distinct);
+                    Pruning         pruning;
+                    const Selection rank = by_rank(slots, n_used, norm, clamp, scale, sabotage, distinct, pruning);
                     const bool      ok   = same_bits(rounds, rank);
                     t.value(ok);
                     t.rule(distinct, "two candidates share a rank");
+                    t.rule(pruning.sound, "the pruning dropped a candidate that could be picked, or changed a live candidate's rank");
+                    if (n_expert == 256 && n_used == 8 && kind == Values::random) {
+                        live_35b += pruning.live;
+                        cases_35b += 1;
+                    }
                     if (!ok && !sabotage && first_failures++ < 5) {
                         std::printf("FAIL: %d experts, k = %d, kind %d, norm %d, scale %g: ids or weights differ\n",
                                     n_expert, n_used, int(kind), int(norm), double(scale));
@@ -249,6 +300,8 @@ int main(int argc, char ** argv) {
         std::printf("sabotage: %d of %d value checks wrong (all must be)\n", t.value_failures, t.value_checks);
         return t.value_failures == t.value_checks ? 0 : 1;
     }
+    std::printf("candidates ranked at 256 experts, k = 8, random probabilities: %.1f of 256 on average\n",
+                double(live_35b) / (cases_35b ? cases_35b : 1));
     std::printf("%d of %d host checks passed\n", t.checks - t.failures, t.checks);
     return t.failures == 0 ? 0 : 1;
 }
