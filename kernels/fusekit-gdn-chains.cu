@@ -238,6 +238,15 @@ void claim(const std::vector<int> & chain, int at, int covered, const fusekit_gd
     plan.fused[at] = f;
 }
 
+// The first node after `at` that is not a view (g->n_nodes if there is none).
+int next_real_node(const ggml_cgraph * g, int at) {
+    int next = at + 1;
+    while (next < g->n_nodes && is_noop(g->nodes[next])) {
+        ++next;
+    }
+    return next;
+}
+
 // The nodes strictly between a and b are all views or in `allowed`.
 bool only_between(const ggml_cgraph * g, int a, int b, const std::vector<int> & allowed) {
     for (int j = a + 1; j < b; ++j) {
@@ -408,10 +417,7 @@ void match_gated_norm(const GraphIndex & gi, int at) {
     if (!is_unary(silu, GGML_UNARY_OP_SILU) || !is_f32(silu)) {
         return;  // not a candidate (every other unary op comes here)
     }
-    int last = at + 1;
-    while (last < g->n_nodes && is_noop(g->nodes[last])) {
-        ++last;
-    }
+    const int last = next_real_node(g, at);
     if (last >= g->n_nodes) {
         return reject(g, at, __LINE__);
     }
@@ -490,10 +496,7 @@ void match_conv_window(const GraphIndex & gi, int at) {
         return reject(g, at, __LINE__);  // one token (ne[0] = the taps), one sequence, d_conv 4, F32 only
     }
     const int64_t channels = sx->ne[1];
-    int           i_silu   = at + 1;
-    while (i_silu < g->n_nodes && is_noop(g->nodes[i_silu])) {
-        ++i_silu;
-    }
+    const int     i_silu   = next_real_node(g, at);
     if (i_silu >= g->n_nodes) {
         return reject(g, at, __LINE__);
     }
