@@ -116,9 +116,27 @@ def canonical(entries: list[Entry]) -> list[Entry]:
     return sorted(ordered, key=lambda e: e.sort_key)  # sort is stable: user patches keep their order
 
 
+# A label names a work tree folder and a git branch (whose lock file adds ".lock"): file names stop at 255 bytes.
+MAX_LABEL_BYTES = 240
+
+
 def label_of(entries: list[Entry]) -> str:
-    """Human name of a variant: ``stock`` or the entry names joined with '+'."""
-    return "+".join(e.name for e in entries) if entries else STOCK
+    """Human name of a variant: ``stock`` or the entry names joined with '+'. Past MAX_LABEL_BYTES, the names that
+    fit and ``+N-more-<hash>`` (N names left out, the hash of the whole list), so it still names a folder and a
+    branch (git refuses '~' in branch names)."""
+    if not entries:
+        return STOCK
+    full = "+".join(e.name for e in entries)
+    if len(full.encode()) <= MAX_LABEL_BYTES:
+        return full
+    digest = hashlib.sha256(full.encode()).hexdigest()[:12]
+    kept: list[str] = []
+    for entry in entries:
+        tail = f"+{len(entries) - len(kept) - 1}-more-{digest}"
+        if len("+".join([*kept, entry.name]).encode()) + len(tail) > MAX_LABEL_BYTES:
+            break
+        kept.append(entry.name)
+    return "+".join([*kept, f"{len(entries) - len(kept)}-more-{digest}"])
 
 
 def stack_hash(entries: list[Entry]) -> str:

@@ -12,7 +12,7 @@ from fusekit.patching import describe_failure, failing_hunk, hunks_of
 from fusekit.pin import load_pin
 from fusekit.registry import Registry, parse_manifest, unknown_fusion_message
 from fusekit.source import is_git_url, split_url_commit
-from fusekit.stack import Entry, canonical, check_is_patch, label_of, patch_label, stack_hash
+from fusekit.stack import MAX_LABEL_BYTES, Entry, canonical, check_is_patch, label_of, patch_label, stack_hash
 
 from .conftest import TEST_DATA, TEST_PATCHES
 
@@ -103,6 +103,21 @@ def test_canonical_order_and_labels(tmp_path: Path) -> None:
     assert [e.name for e in stack] == ["fusion-1", "fusion-3", "mine", "other"]
     assert label_of(stack) == "fusion-1+fusion-3+mine+other"
     assert label_of([]) == "stock"
+
+
+def test_long_labels_still_name_a_folder(tmp_path: Path) -> None:
+    """A stack of many patches (the session-10 stack with every experiment and a fix: 251 bytes) made a git branch
+    whose lock file passed 255 bytes; longer labels keep the names that fit and a hash of the whole list."""
+    names = [f"fusion-{n}" for n in (1, 2, 3, 5)] + [f"experiment-with-a-long-name-{i:02d}" for i in range(12)]
+    stack = [_entry("fusion" if n.startswith("fusion-") else "patch", n, tmp_path) for n in names]
+    label = label_of(stack)
+    assert len(label.encode()) <= MAX_LABEL_BYTES and len(label.encode() + b".lock") < 255
+    assert label.startswith("fusion-1+fusion-2+fusion-3+fusion-5+experiment-with-a-long-name-00+")
+    kept = label.split("+")[:-1]
+    assert kept == names[: len(kept)] and label.split("+")[-1].startswith(f"{len(names) - len(kept)}-more-")
+    assert label != label_of(stack[:-1]) and label == label_of(list(stack))
+    short = stack[:6]
+    assert label_of(short) == "+".join(names[:6])
 
 
 def test_stack_hash_follows_contents(tmp_path: Path) -> None:
