@@ -271,14 +271,18 @@ case "$STEP" in
   pack)
     session_pack "${3:?output folder}"
     ;;
-  kernels)  # standalone kernels not yet wired into ggml (fusion-4 step 1): check, sabotage, timing
+  kernels)  # standalone kernels not (yet) in the stack: fusion-4 step 1, the conv window of fusion-2-conv-window;
+    # check, sabotage, timing of each
     use_fusekit
     smi kernels
-    nvcc -O3 -std=c++17 -arch=sm_90 -I"$REPO/kernels" -o "$B/bin/chunked_gdn_check" "$REPO/kernels/chunked_gdn_check.cu" \
-      >"$B/logs/nvcc-chunked-gdn.log" 2>&1 || { tail -n 20 "$B/logs/nvcc-chunked-gdn.log"; exit 1; }
-    "$B/bin/chunked_gdn_check" --json "$B/results/chunked-gdn-standalone.json" 2>&1 | tee "$B/logs/chunked-gdn.log" || true
-    "$B/bin/chunked_gdn_check" --sabotage --json "$B/results/chunked-gdn-standalone-sabotage.json" 2>&1 | tail -n 2 \
-      | tee "$B/logs/chunked-gdn-sabotage.log" || true
+    for program in chunked_gdn conv_window; do
+      name=${program//_/-}
+      nvcc -O3 -std=c++17 -arch=sm_90 -I"$REPO/kernels" -o "$B/bin/${program}_check" "$REPO/kernels/${program}_check.cu" \
+        >"$B/logs/nvcc-$name.log" 2>&1 || { tail -n 20 "$B/logs/nvcc-$name.log"; continue; }
+      "$B/bin/${program}_check" --json "$B/results/$name-standalone.json" 2>&1 | tee "$B/logs/$name.log" || true
+      "$B/bin/${program}_check" --sabotage --json "$B/results/$name-standalone-sabotage.json" 2>&1 | tail -n 2 \
+        | tee "$B/logs/$name-sabotage.log" || true
+    done
     smi kernels
     ;;
   variants)  # what start builds besides stock
