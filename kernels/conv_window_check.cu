@@ -145,19 +145,5 @@ int main(int argc, char ** argv) {
         CHECK(cudaFree(d_index));
     }
     json += "], \"checks\": " + std::to_string(checks) + ", \"failures\": " + std::to_string(failures) + "}\n";
-    if (options.json_path != nullptr) {
-        FILE * f = std::fopen(options.json_path, "w");
-        if (f == nullptr) {
-            std::fprintf(stderr, "cannot write %s\n", options.json_path);
-            return 2;
-        }
-        std::fputs(json.c_str(), f);
-        std::fclose(f);
-    }
-    if (options.sabotage) {
-        std::printf("sabotage: %d of %d checks failed (all must)\n", failures, checks);
-        return failures == checks ? 0 : 1;
-    }
-    std::printf("%d of %d checks passed\n", checks - failures, checks);
-    return failures == 0 ? 0 : 1;
+    return fusekit_standalone::finish(options, json, checks, failures);
 }

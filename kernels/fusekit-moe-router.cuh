@@ -275,16 +275,6 @@ __host__ __device__ __forceinline__ bool picked_before(float a, int ia, float b,
     return a > b || (a == b && ia < ib);
 }
 
-// The round in which select_experts picks candidate c of probs[0, n): the number of candidates picked before it.
-__host__ __device__ inline int selection_rank(const float * probs, int n, int c) {
-    const float v    = probs[c];
-    int         rank = 0;
-    for (int j = 0; j < n; ++j) {
-        rank += picked_before(probs[j], j, v, c) ? 1 : 0;
-    }
-    return rank;
-}
-
 // Only candidates that can be picked are ranked, and only against each other (after session 10, where ranking all
 // EPT * 32 candidates against all of them cost about 2.8 us, 256 dependent shared-memory reads per thread). Lane l
 // owns candidates l, l + 32, ...; its largest value is lane_max[l]. The n_pick lanes whose maxima come first in the

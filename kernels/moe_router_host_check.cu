@@ -4,7 +4,7 @@
 //   nvcc -O2 -std=c++17 -Ikernels -o moe_router_host_check kernels/moe_router_host_check.cu && ./moe_router_host_check [--sabotage]
 //
 // select_experts (stock topk_moe_cuda's order of operations) picks experts in n_used rounds of warp argmax;
-// select_experts_by_rank gives each candidate its round at once (selection_rank) and then normalises with the
+// select_experts_by_rank gives each live candidate its round at once (live_rank) and then normalises with the
 // lanes' sums in the same order (lane_picked_sum, routing_weight). This program emulates the rounds lane by lane,
 // written from select_experts' code and independent of the rank helpers, and runs the helpers in the rank
 // kernel's data flow on the same softmax slots. Checked, per case:
@@ -144,6 +144,16 @@ Selection by_rounds(const std::vector<float> & slots, int ept, int n_expert, int
         }
     }
     return s;
+}
+
+// The round in which select_experts picks candidate c of probs[0, n): the number of candidates picked before it
+// (every candidate ranked against all; the kernel ranks only the live ones, live_rank, which must agree).
+int selection_rank(const float * probs, int n, int c) {
+    int rank = 0;
+    for (int j = 0; j < n; ++j) {
+        rank += picked_before(probs[j], j, probs[c], c) ? 1 : 0;
+    }
+    return rank;
 }
 
 // What the pruning does, per case: how many candidates were ranked, and whether it kept its two promises (a
