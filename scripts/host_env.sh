@@ -36,19 +36,27 @@ smi() {  # clocks, temperature and power, never settings: appended to results/cl
   echo "$1" >>"$B/results/clocks.csv"
 }
 
+log_path() {  # log_path NAME: $B/logs/NAME.log, or, where NAME is too long for a file name (255 bytes, long stack
+  # labels), a hash of NAME followed by its last 60 bytes (the step's own suffix: the op, the setting, the run)
+  local name=$1
+  (( ${#name} <= 240 )) || name="$(printf '%s' "$name" | sha256sum | cut -c1-12)-${name: -60}"
+  echo "$B/logs/$name.log"
+}
+
 tbo() {  # tbo NAME EXPECT BIN [ENV=VAL] ARGS...: test-backend-ops on CUDA0, EXPECT pass|fail
   local name=$1 expect=$2 bin=$3; shift 3
   local envs=()
   while [[ $# -gt 0 && "$1" == *=* && "$1" != -* ]]; do envs+=("$1"); shift; done
-  local rc=0
-  env "${envs[@]}" "$bin/test-backend-ops" test -b "${CHECK_BACKEND:-CUDA0}" "$@" >"$B/logs/tbo-$name.log" 2>&1 || rc=$?
+  local rc=0 log
+  log=$(log_path "tbo-$name")
+  env "${envs[@]}" "$bin/test-backend-ops" test -b "${CHECK_BACKEND:-CUDA0}" "$@" >"$log" 2>&1 || rc=$?
   local summary
-  summary=$(grep -E "tests passed|Backend CUDA0: " "$B/logs/tbo-$name.log" | tr '\n' ' ' | head -c 300)
+  summary=$(grep -E "tests passed|Backend CUDA0: " "$log" | tr '\n' ' ' | head -c 300)
   local failed
-  failed=$(grep -c "FAIL" "$B/logs/tbo-$name.log" || true)
+  failed=$(grep -c "FAIL" "$log" || true)
   local verdict=ok
   if [[ $expect == pass && $rc -ne 0 ]] || [[ $expect == fail && $rc -eq 0 ]]; then verdict=UNEXPECTED; fi
-  if grep -q " 0/0 tests passed" "$B/logs/tbo-$name.log"; then verdict=EMPTY; fi  # a filter that matched nothing
+  if grep -q " 0/0 tests passed" "$log"; then verdict=EMPTY; fi  # a filter that matched nothing
   echo "$name expect=$expect rc=$rc failed_lines=$failed verdict=$verdict :: $summary" | tee -a "$B/results/checks.txt"
 }
 

@@ -62,3 +62,31 @@ def test_flake_step_counts_failures_per_setting(tmp_path: Path) -> None:
     kept = sorted(p.name for p in (batch / "logs").glob("flake-*.log"))
     assert kept == [f"flake-fusion-5-default-{run}.log" for run in (1, 2, 3)]
     assert "-o MUL_MAT_ID -p type_a=q4_0," in (batch / "logs" / "flake-fusion-5-default-1.log").read_text()
+
+
+def test_flake_logs_of_a_long_stack_label_fit_a_file_name(tmp_path: Path) -> None:
+    """Session 11: the stack with every experiment has a 229-byte label, and 'flake-LABEL-GGML_CUDA_DISABLE_GRAPHS=1-N
+    .log' passed the 255 bytes of a file name, so every run 'failed' without running; the logs now fall back to a
+    hash of the name followed by its end."""
+    home, batch = tmp_path / "home", tmp_path / "b"
+    patches = [tmp_path / f"{letter * 75}.patch" for letter in "xyz"]
+    for patch in patches:
+        patch.write_text("--- a/README.md\n+++ b/README.md\n@@ -1 +1 @@\n-a\n+b\n")
+    spec = "+".join(["fusion-5", *map(str, patches)])
+    label = "+".join(["fusion-5", *(letter * 75 for letter in "xyz")])
+    for variant in ("stock", label):
+        binary = home / "trees" / variant / "build-cuda-sm90" / "bin" / "test-backend-ops"
+        binary.parent.mkdir(parents=True)
+        binary.write_text('#!/usr/bin/env bash\necho "  0/1 tests passed"; exit 1\n')
+        binary.chmod(0o755)
+    (batch / "results").mkdir(parents=True)
+    (batch / "results" / "builds.json").write_text(f'[{{"variant": "stock"}}, {{"variant": "{label}"}}]')
+    done = _run(batch, "flake", {"FUSEKIT_HOME": str(home), "VARIANTS": spec, "FLAKE_RUNS": "2"})
+    assert done.returncode == 0, done.stderr
+    assert "too long" not in done.stderr
+    lines = (batch / "results" / "flake.txt").read_text().splitlines()
+    assert [line.split(" op=")[0] for line in lines[2:]] == [f"{label} default", f"{label} GGML_CUDA_DISABLE_GRAPHS=1"]
+    assert all("failed=2 last: 0/1 tests passed" in line for line in lines)
+    kept = sorted(p.name for p in (batch / "logs").glob("*.log"))
+    assert len(kept) == 8 and all(len(name) <= 255 for name in kept)
+    assert sum(name.endswith("zzz-GGML_CUDA_DISABLE_GRAPHS=1-2.log") for name in kept) == 1
