@@ -141,6 +141,21 @@ def test_experiment_patches_apply_with_their_sabotage_and_compile(home: Path, pa
     assert record["units"] and all(u["ok"] for u in record["units"]), record
 
 
+OWN_SABOTAGE = [p for p in EXPERIMENTS if header_field(p, "Sabotage")]
+
+
+@pytest.mark.parametrize("patch", OWN_SABOTAGE, ids=lambda p: p.stem)
+def test_an_experiments_own_sabotage_applies_on_it_alone_and_on_the_stack(home: Path, patch: Path) -> None:
+    """An experiment's "Sabotage:" patch (the session builds the experiment with it; check-mm then expects the
+    experiment's "Checks:" ops to fail) applies on top of it, on its fusion and under the whole stack."""
+    (sabotage,) = header_field(patch, "Sabotage")
+    assert (REPO / sabotage).is_file() and Path(sabotage).name.startswith("sabotage-")
+    assert run(home, "apply", *experiment_bases(patch), str(patch), str(REPO / sabotage))[0] == 0
+    assert run(home, "reset")[0] == 0
+    code, output = run(home, "apply", *NAMES, *map(str, EXPERIMENTS), str(REPO / sabotage))
+    assert code == 0, output
+
+
 FIXES = sorted((REPO / "patches" / "fixes").glob("*.patch"))
 
 
