@@ -18,7 +18,9 @@
 # NO_SABOTAGE=1 builds no sabotage variant (for a session that runs no sabotage check); NO_EXPERIMENTS=1 leaves
 # patches/experiments/ out (no experiment variant, and the stack with experiments is the stack).
 # VARIANTS="spec ..." builds exactly these variants (besides stock) instead, and smoke, check-mm, eval, eval2 and
-# profile-a then measure exactly these (the control step keeps its own list); the step control evaluates
+# profile-a then measure exactly these (the control step keeps its own list; a variant with a sabotage patch,
+# tests/patches/sabotage-*.patch, is smoke-run and checked, its experiments' checks expected to fail, never timed);
+# the step control evaluates
 # patches/controls/ (stock with a pure fp32-order change) and fusion-5 against stock, quality only, on both models.
 # FOCUS="2 5" limits the fusion scripts (their builds, checks, races, standalone programs, single evals) to
 # those fusions; the stacks still hold every fusion. EVAL_FUSIONS="fusion-5" limits the single-fusion evals.
@@ -68,6 +70,12 @@ measured() {  # measured DEFAULT...: with VARIANTS set, exactly those (every ste
   if [[ -n "${VARIANTS:-}" ]]; then all_variants; else printf '%s\n' "$@"; fi
 }
 
+timed() {  # timed SPEC...: the specs without a sabotage patch (a sabotaged build is checked, never timed or profiled)
+  local spec kept=()
+  for spec in "$@"; do [[ "+$spec" == *"/sabotage-"* ]] || kept+=("$spec"); done
+  echo "${kept[*]}"
+}
+
 experiment_checks() {  # experiment_checks SPEC: the test ops the patch files of SPEC name in a "Checks:" header line
   local part
   for part in ${1//+/ }; do
@@ -75,10 +83,15 @@ experiment_checks() {  # experiment_checks SPEC: the test ops the patch files of
   done | tr ' ' '\n' | awk 'NF && !seen[$0]++'
 }
 
-tbo_matrix_products() {  # tbo_matrix_products NAME BIN [SPEC]: the three matrix-product ops, and the ops SPEC's
-  # experiments name (experiment_checks), must pass on BIN
-  local op
-  for op in MUL_MAT MUL_MAT_ID MUL_MAT_VEC_FUSION $(experiment_checks "${3:-}"); do tbo "$1-$op" pass "$2" -o "$op"; done
+tbo_matrix_products() {  # tbo_matrix_products NAME BIN [SPEC]: the three matrix-product ops must pass on BIN, and
+  # so must the other ops SPEC's experiments name (experiment_checks), unless SPEC holds a sabotage patch
+  # (tests/patches/sabotage-*.patch, e.g. an experiment's own "Sabotage:"): then those must fail
+  local op expect=pass
+  [[ "+${3:-}" != *"/sabotage-"* ]] || expect=fail
+  for op in MUL_MAT MUL_MAT_ID MUL_MAT_VEC_FUSION; do tbo "$1-$op" pass "$2" -o "$op"; done
+  for op in $(experiment_checks "${3:-}"); do
+    [[ " MUL_MAT MUL_MAT_ID MUL_MAT_VEC_FUSION " == *" $op "* ]] || tbo "$1-$op" "$expect" "$2" -o "$op"
+  done
 }
 
 each() {  # each STEP: run STEP of every fusion script, going on after a failure; non-zero if any failed
@@ -217,7 +230,7 @@ case "$STEP" in
     # stock first, so a failure of stock's own code shows as such
     use_fusekit
     runs=${FLAKE_RUNS:-10} op=${FLAKE_OP:-MUL_MAT_ID} params=${FLAKE_PARAMS:-type_a=q4_0,.*n_mats=16,n_used=4,.*m=33,}
-    for spec in stock $(ok_variants $(measured "$STACK")); do
+    for spec in stock $(timed $(ok_variants $(measured "$STACK"))); do
       label=$(spec_label "$spec")
       for setting in default GGML_CUDA_DISABLE_GRAPHS=1; do
         failed=0 selected=""
@@ -252,7 +265,7 @@ case "$STEP" in
     ;;
   eval)
     # shellcheck disable=SC2046
-    session_eval "$(ok_variants $(measured "${EVAL_FUSIONS[@]}" "$STACK" "${EXPERIMENTS[@]}" "$STACK_EXP"))" "$BIG" all-35b --ppl --kl --ppl-ubatch 1  # the one-token kernels the fusions change
+    session_eval "$(timed $(ok_variants $(measured "${EVAL_FUSIONS[@]}" "$STACK" "${EXPERIMENTS[@]}" "$STACK_EXP")))" "$BIG" all-35b --ppl --kl --ppl-ubatch 1  # the one-token kernels the fusions change
     ;;
   control)  # how far each model amplifies a pure fp32 order change: the controls and fusion-5, KL and text only
     mapfile -t CONTROLS < <(ls "$REPO"/patches/controls/*.patch)
@@ -261,10 +274,10 @@ case "$STEP" in
     done
     ;;
   eval2)  # the second model (llama shapes, all Q8_0): the fusions that fire there, and the stack
-    PROMPTS=512 session_eval "$(ok_variants $(measured fusion-1 fusion-5 "$STACK" "${EXPERIMENTS[@]}" "$STACK_EXP"))" "$SECOND" all-llama8b --ppl --kl --ppl-ubatch 1
+    PROMPTS=512 session_eval "$(timed $(ok_variants $(measured fusion-1 fusion-5 "$STACK" "${EXPERIMENTS[@]}" "$STACK_EXP")))" "$SECOND" all-llama8b --ppl --kl --ppl-ubatch 1
     ;;
   profile-a)
-    for spec in $(ok_variants $(measured "$STACK_EXP" "$STACK" fusion-5)); do session_profile "$spec" "$BIG"; done
+    for spec in $(timed $(ok_variants $(measured "$STACK_EXP" "$STACK" fusion-5))); do session_profile "$spec" "$BIG"; done
     ;;
   profile-b)
     for spec in $(ok_variants fusion-1 fusion-3 fusion-2 "${EXPERIMENTS[@]}"); do session_profile "$spec" "$BIG"; done

@@ -8,6 +8,8 @@ import re
 import subprocess
 from pathlib import Path
 
+import pytest
+
 from .conftest import REPO
 
 SCRIPT = REPO / "scripts" / "h200_session.sh"
@@ -90,3 +92,49 @@ def test_flake_logs_of_a_long_stack_label_fit_a_file_name(tmp_path: Path) -> Non
     kept = sorted(p.name for p in (batch / "logs").glob("*.log"))
     assert len(kept) == 8 and all(len(name) <= 255 for name in kept)
     assert sum(name.endswith("zzz-GGML_CUDA_DISABLE_GRAPHS=1-2.log") for name in kept) == 1
+
+
+def _fake_binary(home: Path, variant: str, body: str) -> None:
+    binary = home / "trees" / variant / "build-cuda-sm90" / "bin" / "test-backend-ops"
+    binary.parent.mkdir(parents=True)
+    binary.write_text("#!/usr/bin/env bash\n" + body)
+    binary.chmod(0o755)
+
+
+@pytest.mark.parametrize("sabotaged", [False, True], ids=["experiment", "with-its-sabotage"])
+def test_check_mm_expects_an_experiments_checks_to_fail_under_a_sabotage_patch(tmp_path: Path, sabotaged: bool) -> None:
+    """An experiment's own ops (its "Checks:" line) must pass, and must fail when the variant holds a sabotage patch;
+    the three matrix-product ops run once each, also when an experiment names one of them again."""
+    home, batch = tmp_path / "home", tmp_path / "b"
+    diff = "--- a/README.md\n+++ b/README.md\n@@ -1 +1 @@\n-a\n+b\n"
+    experiment = tmp_path / "fusion-5-thing.patch"
+    experiment.write_text("Checks: THING MUL_MAT_ID\n" + diff)
+    sabotage = tmp_path / "sabotage-thing.patch"
+    sabotage.write_text(diff)
+    spec = f"fusion-5+{experiment}" + (f"+{sabotage}" if sabotaged else "")
+    label = "fusion-5+fusion-5-thing" + ("+sabotage-thing" if sabotaged else "")
+    # THING's cases fail on the sabotaged build only; everything else passes
+    thing = 'if [[ " $* " == *" -o THING "* ]]; then echo "  0/1 tests passed"; exit 1; fi\n' if sabotaged else ""
+    _fake_binary(home, label, thing + 'echo "  1/1 tests passed"\n')
+    (batch / "results").mkdir(parents=True)
+    (batch / "results" / "builds.json").write_text(f'[{{"variant": "stock"}}, {{"variant": "{label}"}}]')
+    done = _run(batch, "check-mm", {"FUSEKIT_HOME": str(home), "VARIANTS": spec})
+    assert done.returncode == 0, done.stderr
+    checks = [line.split(" :: ")[0] for line in (batch / "results" / "checks.txt").read_text().splitlines()]
+    expect = "fail rc=1 failed_lines=0" if sabotaged else "pass rc=0 failed_lines=0"
+    assert checks == [
+        f"mm-{label}-MUL_MAT expect=pass rc=0 failed_lines=0 verdict=ok",
+        f"mm-{label}-MUL_MAT_ID expect=pass rc=0 failed_lines=0 verdict=ok",
+        f"mm-{label}-MUL_MAT_VEC_FUSION expect=pass rc=0 failed_lines=0 verdict=ok",
+        f"mm-{label}-THING expect={expect} verdict=ok",
+    ]
+
+
+def test_a_sabotaged_variant_is_never_timed(tmp_path: Path) -> None:
+    done = subprocess.run(
+        ["bash", "-c", f'source <(sed -n "/^timed() {{/,/^}}/p" {SCRIPT}); timed a b+/x/sabotage-y.patch c+/z/q.patch'],
+        capture_output=True,
+        text=True,
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split() == ["a", "c+/z/q.patch"]
