@@ -48,6 +48,7 @@ struct Plan {
     int                               n_nodes = 0;
     std::vector<fusekit_gdn_role>     roles;
     std::unordered_map<int, Fused>    fused;  // by node index
+    std::unordered_map<int, fusekit_gdn_state_rows> state_rows;  // by GATED_DELTA_NET node index
 };
 
 thread_local Plan plan;
@@ -580,13 +581,101 @@ void match_conv_window(const GraphIndex & gi, int at) {
     claim({ i_rows, i_concat, i_cpy, i_silu }, at, i_silu - at, &a, nullptr);
 }
 
+// The experiment fusion-2-state-rows (patches/experiments/) sets this to 1: at one token of one sequence the
+// GATED_DELTA_NET reads its recurrent state in the cache row itself, and build_rs's GET_ROWS copy is skipped
+// (match_state_rows). (tests/cpp/gdn_chains_plan_test.cu is also built with -DFUSEKIT_GDN_STATE_ROWS=1.)
+#ifndef FUSEKIT_GDN_STATE_ROWS
+#define FUSEKIT_GDN_STATE_ROWS 0
+#endif
+
+// Whether stock's GDN->CPY cache fusion (ggml_cuda_try_gdn_cache_fusion in ggml-cuda.cu) takes the GATED_DELTA_NET at
+// `at`: the same checks, so that a state read in place is never also needed in the GATED_DELTA_NET's own output.
+// ggml-cuda.cu asserts the two agree where it launches.
+bool takes_cache_fusion(const ggml_cgraph * g, int at) {
+    const ggml_tensor * gdn = g->nodes[at];
+    const ggml_tensor * v   = gdn->src[2];
+    if (gdn->type != GGML_TYPE_F32 || (gdn->flags & GGML_TENSOR_FLAG_OUTPUT) || v == nullptr) {
+        return false;
+    }
+    const int64_t S_v = v->ne[0], H = v->ne[1], n_tokens = v->ne[2], n_seqs = v->ne[3];
+    const int64_t D         = S_v * S_v * H;
+    const int64_t n_written = std::min<int64_t>(n_tokens, ggml_get_op_params_i32(gdn, 0));
+    const int     i_cpy     = next_real_node(g, at);
+    if (i_cpy >= g->n_nodes) {
+        return false;
+    }
+    const ggml_tensor * cpy = g->nodes[i_cpy];
+    if (cpy->op != GGML_OP_CPY || (cpy->flags & GGML_TENSOR_FLAG_OUTPUT)) {
+        return false;
+    }
+    const ggml_tensor * src = cpy->src[0];
+    const ggml_tensor * dst = cpy->src[1];
+    return src != nullptr && dst != nullptr && src->op == GGML_OP_VIEW && src->view_src == gdn &&
+           src->view_offs == ggml_row_size(GGML_TYPE_F32, S_v * H * n_tokens * n_seqs) && ggml_is_contiguous(src) &&
+           dst->op == GGML_OP_VIEW && is_f32(dst) && dst->ne[0] == D && dst->ne[1] == n_seqs &&
+           dst->ne[2] == n_written && dst->ne[3] == 1 && dst->nb[0] == sizeof(float) &&
+           dst->nb[1] == ggml_row_size(GGML_TYPE_F32, D);
+}
+
+// The recurrent state of a GATED_DELTA_NET at one token of one sequence, read where it lies. build_rs copies the
+// sequence's row of the layer's state cache with GET_ROWS (2 MiB per layer at the 35B shapes), the GATED_DELTA_NET
+// reads the copy, and stock's cache fusion writes the new state into the cache row kv_head. Here the GET_ROWS is
+// skipped and the kernel reads row index[0] of the cache. Only where that is the same data: the GET_ROWS read by the
+// GATED_DELTA_NET alone (through its reshape), nothing writing over the cache or the index in between, one sequence
+// (each thread reads its own state elements before it writes them, so the row read may be the row written), and
+// the cache fusion taking the GATED_DELTA_NET (its output then never holds the state).
+void match_state_rows(const GraphIndex & gi, int at) {
+    const ggml_cgraph * g     = gi.graph;
+    const ggml_tensor * gdn   = g->nodes[at];
+    const ggml_tensor * state = gdn->src[5];
+    const ggml_tensor * v     = gdn->src[2];
+    if (!is_f32(gdn) || v == nullptr || v->ne[2] != 1 || v->ne[3] != 1 || state == nullptr || !is_f32(state) ||
+        !ggml_is_contiguous(state) || !takes_cache_fusion(g, at)) {
+        return reject(g, at, __LINE__);  // one token of one sequence, with stock's cache fusion
+    }
+    const ggml_tensor * rows = storage_of(state);
+    if (rows->op != GGML_OP_GET_ROWS || !is_f32(rows) || !ggml_is_contiguous(rows) || state->view_offs != 0 ||
+        ggml_nelements(rows) != ggml_nelements(state) || rows->ne[1] != 1) {
+        return reject(g, at, __LINE__);
+    }
+    const ggml_tensor * cache = rows->src[0];
+    const ggml_tensor * index = rows->src[1];
+    if (!is_f32(cache) || cache->ne[0] != rows->ne[0] || cache->nb[0] != sizeof(float) ||
+        cache->nb[1] % sizeof(float) != 0 || index == nullptr || index->type != GGML_TYPE_I32 ||
+        index->data == nullptr || ggml_nelements(index) != 1) {
+        return reject(g, at, __LINE__);
+    }
+    const int i_rows = gi.position(rows);
+    if (i_rows < 0 || i_rows >= at || !claimable(g, { i_rows }) || !gi.read_only_by(rows, at) ||
+        !untouched_between(g, i_rows, at, {}, cache) || !untouched_between(g, i_rows, at, {}, index)) {
+        return reject(g, at, __LINE__);
+    }
+    plan.roles[i_rows] = fusekit_gdn_role::skip;
+    // sabotage (FUSEKIT_GDN_SABOTAGE): every sequence reads row 0 of the cache, wrong wherever the index is not 0
+    plan.state_rows[at] = { (const float *) cache->data, (const int32_t *) index->data,
+                            FUSEKIT_GDN_SABOTAGE ? 0 : int64_t(cache->nb[1] / sizeof(float)) };
+}
+
 }  // namespace
+
+bool fusekit_gdn_chains_state_rows(const ggml_cgraph * cgraph, int node_idx, fusekit_gdn_state_rows & rows) {
+    if (plan.graph != cgraph || plan.n_nodes != cgraph->n_nodes) {
+        return false;
+    }
+    const auto it = plan.state_rows.find(node_idx);
+    if (it == plan.state_rows.end()) {
+        return false;
+    }
+    rows = it->second;
+    return true;
+}
 
 void fusekit_gdn_chains_plan(const ggml_cgraph * cgraph, bool enabled) {
     plan.graph   = nullptr;
     plan.n_nodes = 0;
     plan.roles.clear();
     plan.fused.clear();
+    plan.state_rows.clear();
     static const bool disabled = getenv("GGML_CUDA_DISABLE_FUSION") != nullptr && atoi(getenv("GGML_CUDA_DISABLE_FUSION"));
     if (!enabled || disabled) {
         return;  // ggml_cuda_try_fuse does not ask for roles then either
@@ -609,6 +698,9 @@ void fusekit_gdn_chains_plan(const ggml_cgraph * cgraph, bool enabled) {
     for (int i = 0; i < cgraph->n_nodes; ++i) {
         if (cgraph->nodes[i]->op == GGML_OP_GATED_DELTA_NET) {
             match_prologue(gi, i);
+            if (FUSEKIT_GDN_STATE_ROWS) {
+                match_state_rows(gi, i);
+            }
         } else if (cgraph->nodes[i]->op == GGML_OP_UNARY && plan.roles[i] == fusekit_gdn_role::none) {
             match_gated_norm(gi, i);
         } else if (FUSEKIT_GDN_CONV_WINDOW && cgraph->nodes[i]->op == GGML_OP_SSM_CONV) {

@@ -116,11 +116,22 @@ def experiment_bases(patch: Path) -> list[str]:
     return header_field(patch, "Applies on") or ["-".join(patch.name.split("-")[:2])]
 
 
+def stock_op_descs(tree: Path) -> set[str]:
+    """The op_desc values the pinned tree's test-backend-ops selects by: ggml's op names (GGML_OP_NAME in ggml.c,
+    the default op_desc) and the names its own cases return."""
+    ggml_c = (tree / "ggml" / "src" / "ggml.c").read_text()
+    table = ggml_c[ggml_c.index("GGML_OP_NAME[GGML_OP_COUNT] = {") :]
+    names = set(re.findall(r'"([A-Z_0-9]+)",', table[: table.index("};")]))
+    return names | set(re.findall(r'return "([A-Z_0-9]+)";', (tree / "tests" / "test-backend-ops.cpp").read_text()))
+
+
 @pytest.mark.parametrize("patch", EXPERIMENTS, ids=lambda p: p.stem)
-def test_experiment_checks_name_test_cases_that_exist(patch: Path) -> None:
+def test_experiment_checks_name_test_cases_that_exist(pinned_home: Path, patch: Path) -> None:
     """The ops an experiment's "Checks:" line names (the session's check-mm runs them) are op_desc values of
-    test cases that the fusion and experiment patches add: a misspelt op would select no case and pass."""
-    defined = set()
+    test cases of the pinned tree or of the fusion and experiment patches: a misspelt op would select no case
+    and pass."""
+    defined = stock_op_descs(pinned_home / "trees" / "stock")
+    assert {"GATED_DELTA_NET", "MUL_MAT", "GATED_DELTA_NET_CACHE_FUSION"} <= defined  # the table was read
     for other in [*(REPO / "patches").glob("*.patch"), *EXPERIMENTS]:
         defined |= set(re.findall(r'return "([A-Z_0-9]+)";', other.read_text()))
     assert set(header_field(patch, "Checks")) <= defined

@@ -2,8 +2,8 @@
 builds a qwen35moe gated-delta-net layer as the model does, allocates it with ggml-alloc (in-place reuse and
 buffers handed on included, weights in their own buffer), plans, and checks which chains are claimed (one
 token: all three launches; prompts, head size 16: none; an outside reader of the q norm: not the q/k/beta
-launch) and that the patched loop runs every other node exactly once; built a second time as the experiment
-fusion-2-conv-window enables its conv-state matching. Needs nvcc (the glue includes
+launch) and that the patched loop runs every other node exactly once; built again as the experiments
+fusion-2-conv-window and fusion-2-state-rows enable their matching. Needs nvcc (the glue includes
 ggml-cuda's common.cuh) and the stock CPU build's libggml-base."""
 
 from __future__ import annotations
@@ -25,10 +25,18 @@ pytestmark = [
 ]
 
 
-@pytest.mark.parametrize("conv_window", [0, 1], ids=["fusion-2", "with-conv-window"])
-def test_gdn_chains_plan(pinned_home: Path, stock_build: BuildResult, tmp_path: Path, conv_window: int) -> None:
+@pytest.mark.parametrize(
+    ("conv_window", "state_rows"),
+    [(0, 0), (1, 0), (0, 1), (1, 1)],
+    ids=["fusion-2", "with-conv-window", "with-state-rows", "with-both"],
+)
+def test_gdn_chains_plan(
+    pinned_home: Path, stock_build: BuildResult, tmp_path: Path, conv_window: int, state_rows: int
+) -> None:
     """conv_window 1: as the experiment fusion-2-conv-window builds it (GET_ROWS, CONCAT, CPY and SSM_CONV+SILU
-    of one token and one sequence claimed as one launch, and left alone when a node reads the cache early)."""
+    of one token and one sequence claimed as one launch, and left alone when a node reads the cache early).
+    state_rows 1: as fusion-2-state-rows builds it (the state's GET_ROWS skipped and the cache row read in place at
+    one token of one sequence, not where the index's memory is reused before the GATED_DELTA_NET)."""
     tree = stock_build.build_dir.parent
     lib = stock_build.bin_dir
     cublas = cublas_include(NVCC, pinned_home / "cache", None, lambda _msg: None)
@@ -40,6 +48,7 @@ def test_gdn_chains_plan(pinned_home: Path, stock_build: BuildResult, tmp_path: 
         "-std=c++17",
         "-arch=sm_80",
         f"-DFUSEKIT_GDN_CONV_WINDOW={conv_window}",
+        f"-DFUSEKIT_GDN_STATE_ROWS={state_rows}",
         *[f"-I{p}" for p in includes],
         "-o",
         str(program),

@@ -52,6 +52,8 @@ struct Layer {
     ggml_tensor * silu_z = nullptr;
     ggml_tensor * add = nullptr;      // ADD(alpha, ssm_dt): where the alpha chain is launched
     ggml_tensor * sigmoid = nullptr;  // SIGMOID(beta): where q, k and beta are launched
+    ggml_tensor * state_rows  = nullptr;  // build_rs's GET_ROWS of the state (skipped with FUSEKIT_GDN_STATE_ROWS)
+    ggml_tensor * state_cache = nullptr;  // the layer's state cache, read in place then
 };
 
 // One layer: the model's expression tree (build_layer_attn_linear, build_gdn_l2_norm, build_norm_gated).
@@ -121,6 +123,12 @@ static Layer build_layer(ggml_context * ctx, ggml_context * ctx_w, ggml_cgraph *
     k = ggml_scale(ctx, ggml_rms_norm(ctx, k, eps / D), 1.0f / sqrtf(float(D)));
 
     L.gdn = ggml_gated_delta_net(ctx, q, k, v, gate, beta, state, 1);
+    // build_delta_net's new state (the output's tail) into the cache row kv_head = 1, forward-expanded at once as
+    // the model does, so the CPY is the first node after GATED_DELTA_NET (stock's cache fusion)
+    ggml_tensor * new_state = ggml_view_4d(ctx, L.gdn, D, D, Hv, S, D * 4, D * D * 4, D * D * Hv * 4, D * Hv * T * S * 4);
+    ggml_build_forward_expand(g, ggml_cpy(ctx, new_state, ggml_view_2d(ctx, cache_s, D * D * Hv, S, cache_s->nb[1], cache_s->nb[1])));
+    L.state_rows  = state->view_src;  // state is a reshape of the GET_ROWS
+    L.state_cache = cache_s;
     ggml_tensor * o = ggml_view_4d(ctx, L.gdn, D, Hv, T, S, D * 4, D * Hv * 4, D * Hv * T * 4, 0);
     ggml_tensor * normed = ggml_mul(ctx, ggml_rms_norm(ctx, o, eps), norm_w);
     L.silu_z             = ggml_silu(ctx, ggml_reshape_4d(ctx, z, D, Hv, T, S));
@@ -179,7 +187,8 @@ static void walk(const ggml_cgraph * g, std::vector<int> & runs) {
 }
 
 static void run_case(const char * name, int64_t Hv, int64_t Hk, int64_t D, int64_t T, int64_t S, bool extra_reader,
-                     bool expect_gate, bool expect_qk, bool expect_gated_norm, int n_layers = 1, bool cache_reader = false) {
+                     bool expect_gate, bool expect_qk, bool expect_gated_norm, int n_layers = 1, bool cache_reader = false,
+                     bool index_reused = false) {
     ggml_init_params params = { ggml_tensor_overhead() * 4096 + ggml_graph_overhead(), nullptr, true };
     ggml_context *   ctx    = ggml_init(params);
     ggml_context *   ctx_w  = ggml_init(params);
@@ -197,6 +206,9 @@ static void run_case(const char * name, int64_t Hv, int64_t Hk, int64_t D, int64
     ggml_build_forward_expand(g, layers.back().out);
     // the conv window (experiment fusion-2-conv-window): at one token of one sequence, unless the cache is read early
     const bool expect_conv = FUSEKIT_GDN_CONV_WINDOW && T == 1 && S == 1 && !cache_reader;
+    // the state read in place (experiment fusion-2-state-rows): at one token of one sequence, unless the allocator
+    // hands the index's memory (s_copy, an input) to another node before the GATED_DELTA_NET reads it
+    const bool expect_state = FUSEKIT_GDN_STATE_ROWS && T == 1 && S == 1 && !index_reused;
 
     ggml_gallocr_t galloc = ggml_gallocr_new(ggml_backend_cpu_buffer_type());
     EXPECT(ggml_gallocr_alloc_graph(galloc, g), "%s: allocation", name);
@@ -213,7 +225,7 @@ static void run_case(const char * name, int64_t Hv, int64_t Hk, int64_t D, int64
         n_skip += fusekit_gdn_chains_role(g, i) == fusekit_gdn_role::skip;
     }
     int  i_sigmoid = -1;
-    bool got_gate = true, got_qk = true, got_gn = true, got_conv = true;  // in every layer
+    bool got_gate = true, got_qk = true, got_gn = true, got_conv = true, got_state = true;  // in every layer
     for (const Layer & L : layers) {
         int i_gdn = -1, i_silu = -1, i_add = -1, i_conv = -1;
         for (int i = 0; i < g->n_nodes; ++i) {
@@ -229,14 +241,27 @@ static void run_case(const char * name, int64_t Hv, int64_t Hk, int64_t D, int64
         got_qk   = got_qk && fused_at(i_sigmoid);
         got_gn   = got_gn && fused_at(i_silu);
         got_conv = got_conv && fused_at(i_conv);
+        int i_state_rows = -1;
+        for (int i = 0; i < g->n_nodes; ++i) {
+            i_state_rows = g->nodes[i] == L.state_rows ? i : i_state_rows;
+        }
+        fusekit_gdn_state_rows rows{};
+        const bool in_place = fusekit_gdn_chains_state_rows(g, i_gdn, rows);
+        EXPECT(in_place == (fusekit_gdn_chains_role(g, i_state_rows) == fusekit_gdn_role::skip),
+               "%s: the state's GET_ROWS is skipped exactly when the state is read in place", name);
+        EXPECT(!in_place || (rows.base == L.state_cache->data && rows.row == s_copy->data &&
+                             rows.row_stride == int64_t(L.state_cache->nb[1] / sizeof(float))),
+               "%s: the state is read in the layer's cache, at the row s_copy names", name);
+        got_state = got_state && in_place;
         EXPECT(fusekit_gdn_chains_role(g, i_gdn) == fusekit_gdn_role::none, "%s: GATED_DELTA_NET itself is stock", name);
     }
     EXPECT(got_gate == expect_gate, "%s: alpha chain planned %d", name, got_gate);
     EXPECT(got_qk == expect_qk, "%s: q/k/beta planned %d", name, got_qk);
     EXPECT(got_gn == expect_gated_norm, "%s: gated norm planned %d", name, got_gn);
     EXPECT(got_conv == expect_conv, "%s: conv window planned %d", name, got_conv);
-    EXPECT(n_skip == n_layers * (2 * got_gate + 4 * got_qk + 3 * got_gn + 4 * got_conv), "%s: %d nodes claimed", name,
-           n_skip);
+    EXPECT(got_state == expect_state, "%s: state read in place %d", name, got_state);
+    EXPECT(n_skip == n_layers * (2 * got_gate + 4 * got_qk + 3 * got_gn + 4 * got_conv + got_state),
+           "%s: %d nodes claimed", name, n_skip);
 
     std::vector<int> runs;
     walk(g, runs);
@@ -254,8 +279,9 @@ static void run_case(const char * name, int64_t Hv, int64_t Hk, int64_t D, int64
                    ggml_op_desc(g->nodes[i]), g->nodes[i]->name, own);
         }
     }
-    std::printf("%-32s nodes %3d  alpha chain %d  q/k/beta %d  gated norm %d  conv window %d  claimed %2d  "
-                "node runs + kernels %d\n", name, g->n_nodes, got_gate, got_qk, got_gn, got_conv, n_skip, launches);
+    std::printf("%-32s nodes %3d  alpha chain %d  q/k/beta %d  gated norm %d  conv window %d  state in place %d  "
+                "claimed %2d  node runs + kernels %d\n", name, g->n_nodes, got_gate, got_qk, got_gn, got_conv, got_state,
+                n_skip, launches);
 
     // a disabled plan gives no roles
     fusekit_gdn_chains_plan(g, false);
@@ -274,7 +300,9 @@ int main() {
     run_case("35B, 5 tokens (prompt)",     32, 16, 128, 5, 1, false, false, false, false);
     run_case("35B, q norm read elsewhere", 32, 16, 128, 1, 1, true,  true,  false, true);
     run_case("head size 64",               16, 16, 64,  1, 1, false, true,  true,  true);
-    run_case("head size 16 (not taken)",   8,  4,  16,  1, 1, false, false, false, false);
+    // (at these shapes ggml-alloc gives s_copy's memory to a later MUL_MAT once the last GET_ROWS has read it: the
+    // index is gone by the GATED_DELTA_NET, so the state stays copied; FUSEKIT_GDN_DEBUG=1 names the node)
+    run_case("head size 16 (not taken)",   8,  4,  16,  1, 1, false, false, false, false, 1, false, true);
     run_case("35B, 1 token, 6 layers",     32, 16, 128, 1, 1, false, true,  true,  true, 6);
     run_case("35B, 5 tokens, 3 layers",    32, 16, 128, 5, 1, false, false, false, false, 3);
     run_case("35B, cache read before conv", 32, 16, 128, 1, 1, false, true,  true,  true, 1, true);
