@@ -118,7 +118,7 @@ def test_check_mm_expects_an_experiments_checks_to_fail_under_a_sabotage_patch(t
     _fake_binary(home, label, thing + 'echo "  1/1 tests passed"\n')
     (batch / "results").mkdir(parents=True)
     (batch / "results" / "builds.json").write_text(f'[{{"variant": "stock"}}, {{"variant": "{label}"}}]')
-    done = _run(batch, "check-mm", {"FUSEKIT_HOME": str(home), "VARIANTS": spec})
+    done = _run(batch, "check-mm", {"FUSEKIT_HOME": str(home), "VARIANTS": spec, "CHECK_EXTRA_OPS": "EXTRA"})
     assert done.returncode == 0, done.stderr
     checks = [line.split(" :: ")[0] for line in (batch / "results" / "checks.txt").read_text().splitlines()]
     expect = "fail rc=1 failed_lines=0" if sabotaged else "pass rc=0 failed_lines=0"
@@ -126,6 +126,7 @@ def test_check_mm_expects_an_experiments_checks_to_fail_under_a_sabotage_patch(t
         f"mm-{label}-MUL_MAT expect=pass rc=0 failed_lines=0 verdict=ok",
         f"mm-{label}-MUL_MAT_ID expect=pass rc=0 failed_lines=0 verdict=ok",
         f"mm-{label}-MUL_MAT_VEC_FUSION expect=pass rc=0 failed_lines=0 verdict=ok",
+        f"mm-{label}-EXTRA expect=pass rc=0 failed_lines=0 verdict=ok",
         f"mm-{label}-THING expect={expect} verdict=ok",
     ]
 
