@@ -428,7 +428,11 @@ def _profile_paths(folder: Path) -> list[Path]:
     return sorted(folder.glob("profile-*-vs-stock.json"), key=lambda p: (p.name.count("+"), p.name))
 
 
-def _variant_name(path: Path) -> str:
+def _variant_name(path: Path, result: dict[str, Any]) -> str:
+    """The compared variant as the JSON names it (a long stack's file name is shortened), else from the file name."""
+    variants = result.get("variants") or []
+    if len(variants) == 2 and isinstance(variants[1], dict) and variants[1].get("name"):
+        return str(variants[1]["name"])
     return path.name.removeprefix("profile-").removesuffix("-vs-stock.json")
 
 
@@ -487,7 +491,7 @@ def _profiles(folder: Path) -> list[str]:
     paths = _profile_paths(folder)
     if not paths:
         return [*out, "_No `profile-*-vs-stock.json` in this folder: section skipped._"]
-    results = [(_variant_name(p), _result(p, "profile")) for p in paths]
+    results = [(_variant_name(p, r), r) for p, r in ((p, _result(p, "profile")) for p in paths)]
     first = results[0][1]["payload"]["profiles"][0]
     out += [
         f"Kernel launches and kernel time per decode token, stock → variant (Δ); {first['tokens']} tokens "

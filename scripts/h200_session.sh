@@ -260,9 +260,9 @@ case "$STEP" in
     for spec in stock $(ok_variants $(measured "${FUSIONS[@]}" "$STACK" "${EXPERIMENTS[@]}" "$STACK_EXP")); do
       rc=0 variant=$(spec_label "$spec")
       timeout 180 "$(bin_of "$variant")/llama-bench" -m "$BIG" -p 64 -n 16 -r 1 -ngl 99 -fa 1 -o csv \
-        >"$B/logs/smoke-$variant.log" 2>&1 || rc=$?
+        >"$(log_path "smoke-$variant")" 2>&1 || rc=$?
       verdict=ok; ((rc == 0)) || verdict=fail
-      echo "$variant $verdict rc=$rc $(tail -n 2 "$B/logs/smoke-$variant.log" | tr '\n' ' ' | cut -c1-200)" \
+      echo "$variant $verdict rc=$rc $(tail -n 2 "$(log_path "smoke-$variant")" | tr '\n' ' ' | cut -c1-200)" \
         | tee -a "$B/results/smoke.txt"
     done
     ;;

@@ -36,11 +36,16 @@ smi() {  # clocks, temperature and power, never settings: appended to results/cl
   echo "$1" >>"$B/results/clocks.csv"
 }
 
-log_path() {  # log_path NAME: $B/logs/NAME.log, or, where NAME is too long for a file name (255 bytes, long stack
-  # labels), a hash of NAME followed by its last 60 bytes (the step's own suffix: the op, the setting, the run)
-  local name=$1
-  (( ${#name} <= 240 )) || name="$(printf '%s' "$name" | sha256sum | cut -c1-12)-${name: -60}"
-  echo "$B/logs/$name.log"
+fit_name() {  # fit_name NAME [MAX]: NAME, or, where it is longer than MAX bytes (240: a file name holds 255, with
+  # room for an extension; long stack labels), a hash of NAME followed by its last 60 bytes (the step's own suffix:
+  # the op, the setting, the run)
+  local name=$1 max=${2:-240}
+  (( ${#name} <= max )) || name="$(printf '%s' "$name" | sha256sum | cut -c1-12)-${name: -60}"
+  echo "$name"
+}
+
+log_path() {  # log_path NAME: $B/logs/NAME.log, the name fitted (fit_name)
+  echo "$B/logs/$(fit_name "$1").log"
 }
 
 tbo() {  # tbo NAME EXPECT BIN [ENV=VAL] ARGS...: test-backend-ops on CUDA0, EXPECT pass|fail
@@ -89,9 +94,11 @@ session_profile() {  # session_profile SPEC MODEL: fusekit profile records stock
   variant=$(spec_label "$spec")
   smi "profile $variant"
   mkdir -p "$B/traces/$variant"
+  local stem  # the label is in the JSON (fusekit report reads it there); the file name only has to fit
+  stem="profile-$(fit_name "$variant" 225)-vs-stock"
   fusekit profile --variant "$spec" --model "$model" --decode 16 --out "$B/traces/$variant" \
-    --json "$B/results/profile-$variant-vs-stock.json" --csv "$B/results/profile-$variant-vs-stock.csv" 2>&1 \
-    | tee "$B/logs/profile-$variant.log" | tail -n 40
+    --json "$B/results/$stem.json" --csv "$B/results/$stem.csv" 2>&1 \
+    | tee "$(log_path "profile-$variant")" | tail -n 40
   smi "profile $variant"
 }
 

@@ -143,3 +143,15 @@ def test_flake_runs_are_tabled_with_failures_in_bold_and_absent_without_the_file
     assert f"| `fusion-1+fusion-5` | GGML_CUDA_DISABLE_GRAPHS=1 | `MUL_MAT_ID` `{params}` | 10 | **3** |" in report
     assert f"| `fusion-5` | default | `MUL_MAT_ID` `{params}` | 10 | 0 |" in report
     assert "- a line the step did not write" in report
+
+
+def test_a_profile_with_a_shortened_file_name_keeps_its_label(tmp_path: Path) -> None:
+    """Labels of long stacks do not fit a file name; the session script shortens the name, the JSON keeps the label."""
+    source = REPO / "results" / "h200-2026-12-01-session11-conv-window"
+    folder = tmp_path / "session"
+    folder.mkdir()
+    long = next(p for p in source.glob("profile-*-vs-stock.json") if "conv-window" in p.name)
+    shutil.copy(long, folder / "profile-0123456789ab-reshape-residual+mmvq-id-partial-block-vs-stock.json")
+    report = render_session(folder)
+    assert "### `fusion-1+fusion-2+fusion-3+fusion-5+fusion-1-gated-q8+" in report
+    assert "0123456789ab" not in report
