@@ -30,7 +30,10 @@ B=${1:?batch folder}; STEP=${2:?step}
 REPO=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 export FUSEKIT_HOME=${FUSEKIT_HOME:-/tmp/fusekit-gpu} MODELS=${MODELS:-/tmp/fusekit-models}
 BIG=$MODELS/qwen3.6-35b-a3b.gguf
-SECOND=$MODELS/llama-3-8b-q8_0.gguf  # written by h200_fusion5.sh models: llama shapes, every matrix Q8_0
+# the second model: by default written by h200_fusion5.sh models (llama shapes, every matrix Q8_0); SECOND_MODEL
+# names another (e.g. SmolLM2 joined by scripts/carry_model.sh from parts carried over several calls; eval2 then
+# waits up to SECOND_WAIT seconds for it), SECOND_NAME its eval's name
+SECOND=${SECOND_MODEL:-$MODELS/llama-3-8b-q8_0.gguf}
 header_field() {  # header_field FIELD PATCH: the words of PATCH's "FIELD: ..." header line (before the first diff)
   sed -n "/^diff --git/q; s/^$1: //p" "$2"
 }
@@ -276,8 +279,11 @@ case "$STEP" in
       session_eval "$(ok_variants "${CONTROLS[@]}" fusion-5)" "${model%%:*}" "${model#*:}" --ppl --kl --ppl-ubatch 1 --no-speed
     done
     ;;
-  eval2)  # the second model (llama shapes, all Q8_0): the fusions that fire there, and the stack
-    PROMPTS=512 session_eval "$(timed $(ok_variants $(measured fusion-1 fusion-5 "$STACK" "${EXPERIMENTS[@]}" "$STACK_EXP")))" "$SECOND" all-llama8b --ppl --kl --ppl-ubatch 1
+  eval2)  # the second model (llama shapes): the fusions that fire there, and the stack
+    waited=0
+    while [[ ! -f "$SECOND" ]] && ((waited < ${SECOND_WAIT:-0})); do sleep 5; waited=$((waited + 5)); done
+    [[ -f "$SECOND" ]] || { echo "eval2: no second model $SECOND (waited ${SECOND_WAIT:-0} s)"; exit 1; }
+    PROMPTS=512 session_eval "$(timed $(ok_variants $(measured fusion-1 fusion-5 "$STACK" "${EXPERIMENTS[@]}" "$STACK_EXP")))" "$SECOND" "${SECOND_NAME:-all-llama8b}" --ppl --kl --ppl-ubatch 1
     ;;
   profile-a)
     for spec in $(timed $(ok_variants $(measured "$STACK_EXP" "$STACK" fusion-5))); do session_profile "$spec" "$BIG"; done

@@ -141,3 +141,13 @@ def test_a_sabotaged_variant_is_never_timed(tmp_path: Path) -> None:
     )
     assert done.returncode == 0, done.stderr
     assert done.stdout.split() == ["a", "c+/z/q.patch"]
+
+
+def test_eval2_without_its_model_says_so_after_waiting(tmp_path: Path) -> None:
+    """SECOND_MODEL names a model joined from parts carried over later calls; eval2 waits SECOND_WAIT seconds."""
+    missing = tmp_path / "smollm2.gguf"
+    env = {"FUSEKIT_HOME": str(tmp_path), "VARIANTS": "fusion-5", "SECOND_MODEL": str(missing), "SECOND_WAIT": "5"}
+    done = _run(tmp_path / "b", "eval2", env)
+    assert done.returncode == 1
+    assert f"eval2: no second model {missing} (waited 5 s)" in done.stdout + done.stderr
+    assert "syntax error" not in done.stderr
