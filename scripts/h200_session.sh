@@ -86,11 +86,12 @@ experiment_checks() {  # experiment_checks SPEC: the test ops the patch files of
   done | tr ' ' '\n' | awk 'NF && !seen[$0]++'
 }
 
-tbo_matrix_products() {  # tbo_matrix_products NAME BIN [SPEC]: the three matrix-product ops (and CHECK_EXTRA_OPS,
+tbo_matrix_products() {  # tbo_matrix_products NAME BIN [SPEC]: the three matrix-product ops (CHECK_BASE_OPS
+  # replaces them, e.g. "MUL_MAT_VEC_FUSION" when MUL_MAT and MUL_MAT_ID passed on the same code already; and CHECK_EXTRA_OPS,
   # e.g. "GATED_DELTA_NET GATED_DELTA_NET_CACHE_FUSION" for stock ops an experiment changes) must pass on BIN, and
   # so must the other ops SPEC's experiments name (experiment_checks), unless SPEC holds a sabotage patch
   # (tests/patches/sabotage-*.patch, e.g. an experiment's own "Sabotage:"): then only those run, and must fail
-  local op expect=pass base="MUL_MAT MUL_MAT_ID MUL_MAT_VEC_FUSION ${CHECK_EXTRA_OPS:-}"
+  local op expect=pass base="${CHECK_BASE_OPS:-MUL_MAT MUL_MAT_ID MUL_MAT_VEC_FUSION} ${CHECK_EXTRA_OPS:-}"
   [[ "+${3:-}" != *"/sabotage-"* ]] || expect=fail
   if [[ $expect == pass ]]; then
     for op in $base; do tbo "$1-$op" pass "$2" -o "$op"; done

@@ -119,7 +119,8 @@ def test_check_mm_expects_an_experiments_checks_to_fail_under_a_sabotage_patch(t
     _fake_binary(home, label, thing + 'echo "  1/1 tests passed"\n')
     (batch / "results").mkdir(parents=True)
     (batch / "results" / "builds.json").write_text(f'[{{"variant": "stock"}}, {{"variant": "{label}"}}]')
-    done = _run(batch, "check-mm", {"FUSEKIT_HOME": str(home), "VARIANTS": spec, "CHECK_EXTRA_OPS": "EXTRA"})
+    env = {"FUSEKIT_HOME": str(home), "VARIANTS": spec, "CHECK_EXTRA_OPS": "EXTRA"}
+    done = _run(batch, "check-mm", env)
     assert done.returncode == 0, done.stderr
     checks = [line.split(" :: ")[0] for line in (batch / "results" / "checks.txt").read_text().splitlines()]
     expect = "fail rc=1 failed_lines=0" if sabotaged else "pass rc=0 failed_lines=0"
@@ -151,3 +152,15 @@ def test_eval2_without_its_model_says_so_after_waiting(tmp_path: Path) -> None:
     assert done.returncode == 1
     assert f"eval2: no second model {missing} (waited 5 s)" in done.stdout + done.stderr
     assert "syntax error" not in done.stderr
+
+
+def test_check_base_ops_replaces_the_matrix_product_ops(tmp_path: Path) -> None:
+    home, batch = tmp_path / "home", tmp_path / "b"
+    _fake_binary(home, "fusion-5", 'echo "  1/1 tests passed"\n')
+    (batch / "results").mkdir(parents=True)
+    (batch / "results" / "builds.json").write_text('[{"variant": "stock"}, {"variant": "fusion-5"}]')
+    env = {"FUSEKIT_HOME": str(home), "VARIANTS": "fusion-5", "CHECK_BASE_OPS": "MUL_MAT_VEC_FUSION"}
+    done = _run(batch, "check-mm", env)
+    assert done.returncode == 0, done.stderr
+    checks = [line.split(" expect=")[0] for line in (batch / "results" / "checks.txt").read_text().splitlines()]
+    assert checks == ["mm-fusion-5-MUL_MAT_VEC_FUSION"]
