@@ -491,7 +491,8 @@ def _profiles(folder: Path) -> list[str]:
     paths = _profile_paths(folder)
     if not paths:
         return [*out, "_No `profile-*-vs-stock.json` in this folder: section skipped._"]
-    results = [(_variant_name(p, r), r) for p, r in ((p, _result(p, "profile")) for p in paths)]
+    loaded = [(path, _result(path, "profile")) for path in paths]
+    results = [(_variant_name(path, result), result) for path, result in loaded]
     first = results[0][1]["payload"]["profiles"][0]
     out += [
         f"Kernel launches and kernel time per decode token, stock → variant (Δ); {first['tokens']} tokens "

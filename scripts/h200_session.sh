@@ -73,9 +73,13 @@ measured() {  # measured DEFAULT...: with VARIANTS set, exactly those (every ste
   if [[ -n "${VARIANTS:-}" ]]; then all_variants; else printf '%s\n' "$@"; fi
 }
 
+sabotaged() {  # sabotaged SPEC: whether SPEC holds a sabotage patch (tests/patches/sabotage-*.patch)
+  [[ "+$1" == *"/sabotage-"* ]]
+}
+
 timed() {  # timed SPEC...: the specs without a sabotage patch (a sabotaged build is checked, never timed or profiled)
   local spec kept=()
-  for spec in "$@"; do [[ "+$spec" == *"/sabotage-"* ]] || kept+=("$spec"); done
+  for spec in "$@"; do sabotaged "$spec" || kept+=("$spec"); done
   echo "${kept[*]}"
 }
 
@@ -92,7 +96,7 @@ tbo_matrix_products() {  # tbo_matrix_products NAME BIN [SPEC]: the three matrix
   # so must the other ops SPEC's experiments name (experiment_checks), unless SPEC holds a sabotage patch
   # (tests/patches/sabotage-*.patch, e.g. an experiment's own "Sabotage:"): then only those run, and must fail
   local op expect=pass base="${CHECK_BASE_OPS:-MUL_MAT MUL_MAT_ID MUL_MAT_VEC_FUSION} ${CHECK_EXTRA_OPS:-}"
-  [[ "+${3:-}" != *"/sabotage-"* ]] || expect=fail
+  ! sabotaged "${3:-}" || expect=fail
   if [[ $expect == pass ]]; then
     for op in $base; do tbo "$1-$op" pass "$2" -o "$op"; done
   fi

@@ -135,10 +135,9 @@ def test_check_mm_expects_an_experiments_checks_to_fail_under_a_sabotage_patch(t
 
 
 def test_a_sabotaged_variant_is_never_timed(tmp_path: Path) -> None:
+    functions = f'source <(sed -n "/^sabotaged() {{/,/^}}/p; /^timed() {{/,/^}}/p" {SCRIPT})'
     done = subprocess.run(
-        ["bash", "-c", f'source <(sed -n "/^timed() {{/,/^}}/p" {SCRIPT}); timed a b+/x/sabotage-y.patch c+/z/q.patch'],
-        capture_output=True,
-        text=True,
+        ["bash", "-c", f"{functions}; timed a b+/x/sabotage-y.patch c+/z/q.patch"], capture_output=True, text=True
     )
     assert done.returncode == 0, done.stderr
     assert done.stdout.split() == ["a", "c+/z/q.patch"]

@@ -227,10 +227,11 @@ static void run_case(const char * name, int64_t Hv, int64_t Hk, int64_t D, int64
     int  i_sigmoid = -1;
     bool got_gate = true, got_qk = true, got_gn = true, got_conv = true, got_state = true;  // in every layer
     for (const Layer & L : layers) {
-        int i_gdn = -1, i_silu = -1, i_add = -1, i_conv = -1;
+        int i_gdn = -1, i_silu = -1, i_add = -1, i_conv = -1, i_state_rows = -1;
         for (int i = 0; i < g->n_nodes; ++i) {
             const ggml_tensor * t = g->nodes[i];
-            i_conv    = t == L.ssm_conv ? i : i_conv;
+            i_conv       = t == L.ssm_conv ? i : i_conv;
+            i_state_rows = t == L.state_rows ? i : i_state_rows;
             i_gdn     = t == L.gdn ? i : i_gdn;
             i_silu    = t == L.silu_z ? i : i_silu;
             i_add     = t == L.add ? i : i_add;
@@ -241,10 +242,6 @@ static void run_case(const char * name, int64_t Hv, int64_t Hk, int64_t D, int64
         got_qk   = got_qk && fused_at(i_sigmoid);
         got_gn   = got_gn && fused_at(i_silu);
         got_conv = got_conv && fused_at(i_conv);
-        int i_state_rows = -1;
-        for (int i = 0; i < g->n_nodes; ++i) {
-            i_state_rows = g->nodes[i] == L.state_rows ? i : i_state_rows;
-        }
         fusekit_gdn_state_rows rows{};
         const bool in_place = fusekit_gdn_chains_state_rows(g, i_gdn, rows);
         EXPECT(in_place == (fusekit_gdn_chains_role(g, i_state_rows) == fusekit_gdn_role::skip),
