@@ -3,7 +3,8 @@ builds a qwen35moe gated-delta-net layer as the model does, allocates it with gg
 buffers handed on included, weights in their own buffer), plans, and checks which chains are claimed (one
 token: all three launches; prompts, head size 16: none; an outside reader of the q norm: not the q/k/beta
 launch) and that the patched loop runs every other node exactly once; built again as the experiments
-fusion-2-conv-window and fusion-2-state-rows enable their matching. Needs nvcc (the glue includes
+fusion-2-conv-window and fusion-2-state-rows enable their matching, and with fusion-2-reshape-residual's epilogue
+in the walk (which must leave fusion-2's nodes alone). Needs nvcc (the glue includes
 ggml-cuda's common.cuh) and the stock CPU build's libggml-base."""
 
 from __future__ import annotations
@@ -25,30 +26,37 @@ pytestmark = [
 ]
 
 
-@pytest.mark.parametrize(
-    ("conv_window", "state_rows"),
-    [(0, 0), (1, 0), (0, 1), (1, 1)],
-    ids=["fusion-2", "with-conv-window", "with-state-rows", "with-both"],
-)
-def test_gdn_chains_plan(
-    pinned_home: Path, stock_build: BuildResult, tmp_path: Path, conv_window: int, state_rows: int
-) -> None:
-    """conv_window 1: as the experiment fusion-2-conv-window builds it (GET_ROWS, CONCAT, CPY and SSM_CONV+SILU
-    of one token and one sequence claimed as one launch, and left alone when a node reads the cache early).
-    state_rows 1: as fusion-2-state-rows builds it (the state's GET_ROWS skipped and the cache row read in place at
-    one token of one sequence, not where the index's memory is reused before the GATED_DELTA_NET)."""
-    tree = stock_build.build_dir.parent
-    lib = stock_build.bin_dir
-    cublas = cublas_include(NVCC, pinned_home / "cache", None, lambda _msg: None)
-    program = tmp_path / "gdn_chains_plan_test"
+RESIDUAL_PATCH = REPO / "patches" / "experiments" / "fusion-2-reshape-residual.patch"
+RESIDUAL_HEADER = "ggml/src/ggml-cuda/fusekit-reshape-residual.cuh"
+
+
+def build_plan_test(
+    home: Path, build: BuildResult, work: Path, conv_window: int, state_rows: int, residual: bool = False
+) -> Path:
+    """The plan test, compiled for the given experiments; residual: with fusion-2-reshape-residual's header, taken
+    from the patch as it creates it."""
+    tree = build.build_dir.parent
+    lib = build.bin_dir
+    cublas = cublas_include(NVCC, home / "cache", None, lambda _msg: None)
     ggml = tree / "ggml"
     includes = [ggml / "include", ggml / "src", ggml / "src" / "ggml-cuda", REPO / "kernels", cublas]
+    if residual:
+        applied = subprocess.run(
+            ["git", "apply", f"--include={RESIDUAL_HEADER}", str(RESIDUAL_PATCH)],
+            cwd=work,
+            capture_output=True,
+            text=True,
+        )
+        assert applied.returncode == 0, applied.stderr
+        includes.append(work / Path(RESIDUAL_HEADER).parent)
+    program = work / "gdn_chains_plan_test"
     cmd = [
         str(NVCC),
         "-std=c++17",
         "-arch=sm_80",
         f"-DFUSEKIT_GDN_CONV_WINDOW={conv_window}",
         f"-DFUSEKIT_GDN_STATE_ROWS={state_rows}",
+        f"-DFUSEKIT_RESHAPE_RESIDUAL={int(residual)}",
         *[f"-I{p}" for p in includes],
         "-o",
         str(program),
@@ -62,6 +70,38 @@ def test_gdn_chains_plan(
     ]
     built = subprocess.run(cmd, capture_output=True, text=True)
     assert built.returncode == 0, built.stderr[-3000:]
+    return program
+
+
+@pytest.mark.parametrize(
+    ("conv_window", "state_rows"),
+    [(0, 0), (1, 0), (0, 1), (1, 1)],
+    ids=["fusion-2", "with-conv-window", "with-state-rows", "with-both"],
+)
+def test_gdn_chains_plan(
+    pinned_home: Path, stock_build: BuildResult, tmp_path: Path, conv_window: int, state_rows: int
+) -> None:
+    """conv_window 1: as the experiment fusion-2-conv-window builds it (GET_ROWS, CONCAT, CPY and SSM_CONV+SILU
+    of one token and one sequence claimed as one launch, and left alone when a node reads the cache early).
+    state_rows 1: as fusion-2-state-rows builds it (the state's GET_ROWS skipped and the cache row read in place at
+    one token of one sequence, not where the index's memory is reused before the GATED_DELTA_NET)."""
+    program = build_plan_test(pinned_home, stock_build, tmp_path, conv_window, state_rows)
     ran = subprocess.run([str(program)], capture_output=True, text=True, timeout=300)
     assert ran.returncode == 0, ran.stdout[-3000:] + ran.stderr[-1000:]
     assert "plan checks passed" in ran.stdout
+
+
+def test_the_residual_epilogue_leaves_fusion_2s_nodes_alone(
+    pinned_home: Path, stock_build: BuildResult, tmp_path: Path
+) -> None:
+    """With fusion-2-reshape-residual (and the other two experiments): the epilogue takes ssm_out's residual in every
+    layer at one token, and the alpha chain's MUL_MAT, RESHAPE, ADD only where fusion-2 leaves them to stock.
+    Sabotage (--sabotage-residual, the match without fusion-2's claims, as on the H200 in session 12, where the stack
+    read NaN): the epilogue takes the ADD fusion-2 computes, and the walk sees that node run twice over."""
+    program = build_plan_test(pinned_home, stock_build, tmp_path, 1, 1, residual=True)
+    ran = subprocess.run([str(program)], capture_output=True, text=True, timeout=300)
+    assert ran.returncode == 0, ran.stdout[-3000:] + ran.stderr[-1000:]
+    assert "35B, 1 token, 6 layers" in ran.stdout and "residual epilogues 6 " in ran.stdout
+    sabotaged = subprocess.run([str(program), "--sabotage-residual"], capture_output=True, text=True, timeout=300)
+    assert sabotaged.returncode == 1, sabotaged.stdout[-3000:]
+    assert "(ADD" in sabotaged.stdout and "ran 1 times" in sabotaged.stdout

@@ -3,10 +3,20 @@
 // (the allocator llama.cpp's scheduler uses, in-place reuse included), runs fusekit_gdn_chains_plan and
 // checks which nodes it claims, then walks the nodes as the patched ggml_cuda_try_fuse loop does and checks
 // that every real node runs exactly once, in order, and every claimed node never runs on its own.
+// Built with -DFUSEKIT_RESHAPE_RESIDUAL=1 (and the header of experiment fusion-2-reshape-residual on the include path),
+// the walk also takes that experiment's epilogue (MUL_MAT, RESHAPE, ADD of one row) where ggml_cuda_try_fuse takes it;
+// then --sabotage-residual uses the match without fusion-2's claims, as the version that failed on the H200 did.
 // Build (needs a CPU build of the pinned tree for libggml-base):
 //   nvcc -std=c++17 -I$T/ggml/include -I$T/ggml/src -I$T/ggml/src/ggml-cuda -Ikernels -I$CUBLAS_INCLUDE \
 //        tests/cpp/gdn_chains_plan_test.cu -L$T/build-cpu/bin -lggml-base -o plan_test
 #include "../../kernels/fusekit-gdn-chains.cu"
+
+#ifndef FUSEKIT_RESHAPE_RESIDUAL
+#define FUSEKIT_RESHAPE_RESIDUAL 0
+#endif
+#if FUSEKIT_RESHAPE_RESIDUAL
+#include "fusekit-reshape-residual.cuh"
+#endif
 
 #include "ggml-alloc.h"
 #include "ggml-backend.h"
@@ -34,7 +44,8 @@ extern "C" CUresult cuGetErrorString(CUresult, const char **) {
     std::abort();
 }
 
-static int failures = 0;
+static int  failures          = 0;
+static bool sabotage_residual = false;  // --sabotage-residual: the residual match ignores fusion-2's claims
 #define EXPECT(cond, ...)                                                        \
     do {                                                                         \
         if (!(cond)) {                                                           \
@@ -54,6 +65,7 @@ struct Layer {
     ggml_tensor * sigmoid = nullptr;  // SIGMOID(beta): where q, k and beta are launched
     ggml_tensor * state_rows  = nullptr;  // build_rs's GET_ROWS of the state (skipped with FUSEKIT_GDN_STATE_ROWS)
     ggml_tensor * state_cache = nullptr;  // the layer's state cache, read in place then
+    ggml_tensor * ssm_out     = nullptr;  // MUL_MAT(ssm_out), reshaped and added to the layer's input (the residual)
 };
 
 // One layer: the model's expression tree (build_layer_attn_linear, build_gdn_l2_norm, build_norm_gated).
@@ -133,7 +145,8 @@ static Layer build_layer(ggml_context * ctx, ggml_context * ctx_w, ggml_cgraph *
     ggml_tensor * normed = ggml_mul(ctx, ggml_rms_norm(ctx, o, eps), norm_w);
     L.silu_z             = ggml_silu(ctx, ggml_reshape_4d(ctx, z, D, Hv, T, S));
     ggml_tensor * gated  = ggml_mul(ctx, normed, L.silu_z);
-    L.out = ggml_mul_mat(ctx, w_out, ggml_reshape_3d(ctx, gated, D * Hv, T, S));
+    L.ssm_out = ggml_mul_mat(ctx, w_out, ggml_reshape_3d(ctx, gated, D * Hv, T, S));
+    L.out     = ggml_add(ctx, ggml_reshape_3d(ctx, L.ssm_out, n_embd, T, S), x);  // the residual
     if (extra_reader) {
         L.out = ggml_add(ctx, L.out, ggml_sum(ctx, q_norm));
     }
@@ -141,8 +154,11 @@ static Layer build_layer(ggml_context * ctx, ggml_context * ctx_w, ggml_cgraph *
 }
 
 // The patched ggml_cuda_try_fuse's walk over the nodes (roles only; stock fusions play no part here).
+static int residual_epilogues = 0;  // MUL_MAT + RESHAPE + ADD taken as one launch by the last walk
+
 static void walk(const ggml_cgraph * g, std::vector<int> & runs) {
     runs.assign(g->n_nodes, 0);
+    residual_epilogues = 0;
     auto noop = [&](int j) { return is_noop(g->nodes[j]); };
     std::function<int(int)> try_fuse = [&](int i) -> int {
         switch (fusekit_gdn_chains_role(g, i)) {
@@ -170,6 +186,19 @@ static void walk(const ggml_cgraph * g, std::vector<int> & runs) {
                 return 1 + covered;
             }
             default:
+#if FUSEKIT_RESHAPE_RESIDUAL
+                // ggml_cuda_try_fuse's MUL_MAT + ADD epilogue through one RESHAPE: the product's kernel also computes
+                // the ADD two nodes on
+                if (sabotage_residual ? fusekit_mul_mat_reshape_add(g, i)
+                                      : fusekit_mul_mat_reshape_add_unclaimed(g, i, [&](int j) {
+                                            return fusekit_gdn_chains_role(g, j) != fusekit_gdn_role::none;
+                                        })) {
+                    ++runs[i];
+                    ++runs[i + 2];
+                    ++residual_epilogues;
+                    return 2;
+                }
+#endif
                 return 0;
         }
     };
@@ -262,6 +291,13 @@ static void run_case(const char * name, int64_t Hv, int64_t Hk, int64_t D, int64
 
     std::vector<int> runs;
     walk(g, runs);
+#if FUSEKIT_RESHAPE_RESIDUAL
+    // at one token of one sequence: ssm_out's residual in every layer, and the alpha chain's first three nodes too
+    // where fusion-2 leaves them to stock (its plan computes that ADD itself otherwise)
+    const int expect_residual = T == 1 && S == 1 ? n_layers * (got_gate ? 1 : 2) : 0;
+    EXPECT(residual_epilogues == expect_residual, "%s: %d residual epilogues (expected %d)", name, residual_epilogues,
+           expect_residual);
+#endif
     int launches = 0, fused_kernels = 0;
     for (int i = 0; i < g->n_nodes; ++i) {
         const fusekit_gdn_role role = fusekit_gdn_chains_role(g, i);
@@ -277,8 +313,8 @@ static void run_case(const char * name, int64_t Hv, int64_t Hk, int64_t D, int64
         }
     }
     std::printf("%-32s nodes %3d  alpha chain %d  q/k/beta %d  gated norm %d  conv window %d  state in place %d  "
-                "claimed %2d  node runs + kernels %d\n", name, g->n_nodes, got_gate, got_qk, got_gn, got_conv, got_state,
-                n_skip, launches);
+                "claimed %2d  residual epilogues %d  node runs + kernels %d\n", name, g->n_nodes, got_gate, got_qk, got_gn,
+                got_conv, got_state, n_skip, residual_epilogues, launches);
 
     // a disabled plan gives no roles
     fusekit_gdn_chains_plan(g, false);
@@ -290,7 +326,12 @@ static void run_case(const char * name, int64_t Hv, int64_t Hk, int64_t D, int64
     ggml_free(ctx_w);
 }
 
-int main() {
+int main(int argc, char ** argv) {
+    sabotage_residual = argc > 1 && std::string(argv[1]) == "--sabotage-residual";
+    if (sabotage_residual && !FUSEKIT_RESHAPE_RESIDUAL) {
+        std::printf("--sabotage-residual needs a build with -DFUSEKIT_RESHAPE_RESIDUAL=1\n");
+        return 2;
+    }
     // 35B-A3B shapes (32 value heads, 16 key heads, head size 128)
     run_case("35B, 1 token",               32, 16, 128, 1, 1, false, true,  true,  true);
     run_case("35B, 1 token, 4 sequences",  32, 16, 128, 1, 4, false, true,  true,  true);
