@@ -19,6 +19,8 @@ from fusekit.errors import FusekitError
 _NUMBER = r"[-+]?(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][-+]?\d+)?|[-+]?nan|[-+]?inf"
 _FINAL = re.compile(rf"Final estimate: PPL = ({_NUMBER}) \+/- ({_NUMBER})")
 _CHUNK = re.compile(rf"\[(\d+)\]({_NUMBER}),")
+# what llama-perplexity prints, and then stops, when a chunk's log-probs are NaN (their variance is then not >= 0)
+_NOT_FINITE = "Unexpected negative standard deviation of log(prob)"
 _TOO_SHORT = re.compile(r"you need at least (\d+) tokens .* context of (\d+)")
 _TOKENIZED = re.compile(r"tokenizes to only (\d+) tokens")
 _SECTION = re.compile(r"^====== (.+) ======$")
@@ -82,6 +84,10 @@ def too_short_message(output: str, corpus: Path) -> str | None:
 def parse_final_estimate(output: str) -> dict[str, Any]:
     """``Final estimate: PPL = X +/- Y`` (a log line, on stderr) and the running estimate after each chunk."""
     match = _FINAL.search(output)
+    if not match and _NOT_FINITE in output:
+        raise FusekitError(
+            f"llama-perplexity stopped at '{_NOT_FINITE}': the build's log-probs are NaN, it computes wrong values"
+        )
     if not match:
         raise FusekitError("llama-perplexity printed no 'Final estimate: PPL = X +/- Y' line")
     chunks = [_number(value) for _, value in _CHUNK.findall(output)]

@@ -32,11 +32,11 @@ echo
 echo "== committed H200 result ($H200_STACK; full session report: $H200_SESSION/REPORT.md)"
 fusekit report "$H200_STACK"
 
-# The stack with the experiments measured on top of it (patches/experiments/), session 11: the q8_1 epilogues of the
+# The stack with the experiments measured on top of it (patches/experiments/), session 12: the q8_1 epilogues of the
 # attention output and the gated output norm, packed short rows, Q4_0 experts, the norm's weights loaded early, the
-# router's experts picked by rank (E2, 997.75 kernels per token), and beside it E2 with the gated-delta-net conv
-# window in one launch and the MMVQ fix (E3, 907.75 kernels per token, the same log-probs).
-H200_EXPERIMENTS=results/h200-2026-12-01-session11-conv-window
+# router's experts picked by rank, the gated-delta-net conv window in one launch, ssm_out's product adding the
+# residual, the recurrent state read in place, and the MMVQ fix (E4: 848.75 kernels per token, stock 1,527.75).
+H200_EXPERIMENTS=results/h200-2026-12-01-session12b-residual-fixed
 echo
 echo "== committed H200 result, the stack with experiments ($H200_EXPERIMENTS/eval-all-35b.json; report: $H200_EXPERIMENTS/REPORT.md)"
 fusekit report "$H200_EXPERIMENTS/eval-all-35b.json"

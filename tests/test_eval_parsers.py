@@ -24,6 +24,13 @@ def test_no_final_estimate_is_an_error() -> None:
         parse_final_estimate((DATA / "perplexity-base.stdout").read_text())
 
 
+def test_nan_log_probs_are_named() -> None:
+    """The end of llama-perplexity's output on the H200 in session 12, from a stack whose epilogue left a product
+    unwritten (results/h200-2026-12-01-session12a-stack-nan/logs/step-eval.log)."""
+    with pytest.raises(FusekitError, match="log-probs are NaN"):
+        parse_final_estimate((DATA / "perplexity-nan.stderr").read_text())
+
+
 def test_every_kl_statistic_is_parsed() -> None:
     stats = parse_kld_statistics((DATA / "kl-divergence-identical.stdout").read_text())
     assert len(stats) == 6 + 12 + 14 + 2  # perplexity section, KLD section, Δp section, RMS Δp and same top p
