@@ -29,6 +29,7 @@ from .standalone_timings import TABLE_MAKERS
 BUILDS = "builds.json"
 CHECKS = "checks.txt"
 SMOKE = "smoke.txt"
+_SMOKE_VALUES = re.compile(r'values="([^"]*)"')
 FLAKE = "flake.txt"  # scripts/h200_session.sh's flake step: one selection repeated per variant and setting
 GPU = "gpu.csv"
 PIN = "pin.txt"
@@ -293,7 +294,7 @@ def _flake(folder: Path) -> list[str]:
 
 
 def _smoke(folder: Path) -> list[str]:
-    """Smoke runs: variant ok/fail and exit status."""
+    """Smoke runs: variant ok/fail, exit status, and the one-chunk perplexity at one token per batch where recorded."""
     out = [f"### Smoke runs (`{SMOKE}`)", ""]
     path = folder / SMOKE
     if not path.is_file():
@@ -303,8 +304,16 @@ def _smoke(folder: Path) -> list[str]:
         fields = line.split()
         if len(fields) >= 2:
             rc = next((f.removeprefix("rc=") for f in fields[2:3] if f.startswith("rc=")), "?")
-            rows.append([f"`{fields[0]}`", fields[1] if fields[1] == "ok" else f"**{fields[1]}**", rc])
-    return [*out, *_table(["variant", "smoke", "rc"], rows)]
+            values = _SMOKE_VALUES.search(line)
+            rows.append(
+                [
+                    f"`{fields[0]}`",
+                    fields[1] if fields[1] == "ok" else f"**{fields[1]}**",
+                    rc,
+                    values.group(1) if values else "(not recorded)",
+                ]
+            )
+    return [*out, *_table(["variant", "smoke", "rc", "values (one chunk, one token per batch)"], rows)]
 
 
 def standalone_counts(data: dict[str, Any]) -> tuple[int, int]:

@@ -114,6 +114,23 @@ each() {  # each STEP: run STEP of every fusion script, going on after a failure
   return $failed
 }
 
+smoke_values() {  # smoke_values LABEL: one 128-token chunk of perplexity on the 35B preset at one token per batch
+  # (the decode kernels the fusions change); prints the estimate, fails (2) when it is not a finite number. llama-bench
+  # never reads the logits: session 12's stack with NaN log-probs passed its smoke run.
+  local label=$1 text="$B/smoke-text.txt" log estimate
+  [[ -s "$text" ]] || python3 -c 'import pydoc_data.topics as t; print("\n\n".join(t.topics.values()))' >"$text"
+  log=$(log_path "smoke-ppl-$label")
+  timeout 180 "$(bin_of "$label")/llama-perplexity" -m "$BIG" -f "$text" -c 128 --chunks 1 -b 128 -ub 1 -ngl 99 \
+    >"$log" 2>&1 || true
+  estimate=$(grep -o 'Final estimate: PPL = [^ ]*' "$log" | tail -n 1 | cut -d' ' -f5)
+  if [[ "$estimate" =~ ^[0-9]+(\.[0-9]+)?(e[+-]?[0-9]+)?$ ]]; then
+    echo "ppl $estimate"
+  else
+    echo "log-probs not finite: ${estimate:-no estimate} ($(grep -m 1 -o 'Unexpected negative standard deviation of log(prob)' "$log" || tail -n 1 "$log" | cut -c1-80))"
+    return 2
+  fi
+}
+
 ok_variants() {  # the variants among "$@" that were built (results/builds.json, without error) and passed their smoke run, once each
   use_fusekit
   python3 -c "$LABEL_OF_SPEC"$'\n'"$(cat <<'PY'
@@ -262,15 +279,20 @@ case "$STEP" in
   race)
     each race || true
     ;;
-  smoke)  # a short prompt and decode of each variant on the 35B preset: a crash keeps it out of the evals
+  smoke)  # a short prompt and decode of each variant on the 35B preset, and one chunk of perplexity at one token
+    # per batch (SMOKE_VALUES=0: not): a crash or NaN log-probs keep it out of the evals; a sabotaged build is
+    # expected to compute wrong values, so only its run is checked
     use_fusekit
     : >"$B/results/smoke.txt"
     for spec in stock $(ok_variants $(measured "${FUSIONS[@]}" "$STACK" "${EXPERIMENTS[@]}" "$STACK_EXP")); do
-      rc=0 variant=$(spec_label "$spec")
+      rc=0 variant=$(spec_label "$spec") values="not checked"
       timeout 180 "$(bin_of "$variant")/llama-bench" -m "$BIG" -p 64 -n 16 -r 1 -ngl 99 -fa 1 -o csv \
         >"$(log_path "smoke-$variant")" 2>&1 || rc=$?
+      if ((rc == 0)) && [[ "${SMOKE_VALUES:-1}" == 1 ]] && ! sabotaged "$spec"; then
+        values=$(smoke_values "$variant") || rc=$?
+      fi
       verdict=ok; ((rc == 0)) || verdict=fail
-      echo "$variant $verdict rc=$rc $(tail -n 2 "$(log_path "smoke-$variant")" | tr '\n' ' ' | cut -c1-200)" \
+      echo "$variant $verdict rc=$rc values=\"$values\" $(tail -n 2 "$(log_path "smoke-$variant")" | tr '\n' ' ' | cut -c1-200)" \
         | tee -a "$B/results/smoke.txt"
     done
     ;;

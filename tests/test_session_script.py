@@ -94,9 +94,9 @@ def test_flake_logs_of_a_long_stack_label_fit_a_file_name(tmp_path: Path) -> Non
     assert sum(name.endswith("zzz-GGML_CUDA_DISABLE_GRAPHS=1-2.log") for name in kept) == 1
 
 
-def _fake_binary(home: Path, variant: str, body: str) -> None:
-    binary = home / "trees" / variant / "build-cuda-sm90" / "bin" / "test-backend-ops"
-    binary.parent.mkdir(parents=True)
+def _fake_binary(home: Path, variant: str, body: str, tool: str = "test-backend-ops") -> None:
+    binary = home / "trees" / variant / "build-cuda-sm90" / "bin" / tool
+    binary.parent.mkdir(parents=True, exist_ok=True)
     binary.write_text("#!/usr/bin/env bash\n" + body)
     binary.chmod(0o755)
 
@@ -163,3 +163,33 @@ def test_check_base_ops_replaces_the_matrix_product_ops(tmp_path: Path) -> None:
     assert done.returncode == 0, done.stderr
     checks = [line.split(" expect=")[0] for line in (batch / "results" / "checks.txt").read_text().splitlines()]
     assert checks == ["mm-fusion-5-MUL_MAT_VEC_FUSION"]
+
+
+def test_smoke_keeps_a_variant_with_nan_log_probs_out_of_the_evals(tmp_path: Path) -> None:
+    """Session 12: a stack whose llama-bench run was fine read NaN log-probs, and its eval stopped every variant after
+    it. The smoke step now runs one chunk of perplexity at one token per batch; a variant without a finite estimate
+    fails it (and ok_variants drops it). A sabotaged build computes wrong values by design: only its run counts."""
+    home, batch = tmp_path / "home", tmp_path / "b"
+    sabotage = REPO / "tests" / "patches" / "sabotage-gdn-chains.patch"
+    labels = {"stock": "12.5", "fusion-1": "12.5", "fusion-5": "nan", "fusion-2+sabotage-gdn-chains": "nan"}
+    for label, ppl in labels.items():
+        _fake_binary(home, label, 'echo "build,model"\necho "stock,x"\n', tool="llama-bench")
+        unexpected = "echo 'E Unexpected negative standard deviation of log(prob)'\n" if ppl == "nan" else ""
+        body = f"{unexpected}echo 'Final estimate: PPL = {ppl} +/- 0.5'\n" if ppl != "nan" else unexpected
+        _fake_binary(home, label, body, tool="llama-perplexity")
+    (batch / "results").mkdir(parents=True)
+    records = ", ".join(f'{{"variant": "{label}"}}' for label in labels)
+    (batch / "results" / "builds.json").write_text(f"[{records}]")
+    env = {"FUSEKIT_HOME": str(home), "VARIANTS": f"fusion-1 fusion-5 fusion-2+{sabotage}"}
+    done = _run(batch, "smoke", env)
+    assert done.returncode == 0, done.stderr
+    verdicts = {line.split()[0]: line for line in (batch / "results" / "smoke.txt").read_text().splitlines()}
+    assert set(verdicts) == set(labels)
+    assert verdicts["stock"].split()[1] == "ok" and 'values="ppl 12.5"' in verdicts["stock"]
+    assert verdicts["fusion-1"].split()[1] == "ok"
+    assert verdicts["fusion-5"].split()[1] == "fail"
+    assert "log-probs not finite: no estimate (Unexpected negative standard deviation" in verdicts["fusion-5"]
+    assert verdicts["fusion-2+sabotage-gdn-chains"].split()[1] == "ok"
+    assert 'values="not checked"' in verdicts["fusion-2+sabotage-gdn-chains"]
+    # ok_variants drops a variant whose smoke line holds " fail " (the evals, profiles and checks take ok_variants)
+    assert " fail " in verdicts["fusion-5"] and " fail " not in verdicts["fusion-2+sabotage-gdn-chains"]
