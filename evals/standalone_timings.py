@@ -1,4 +1,5 @@
-"""Timing tables from the standalone kernel programs' JSON (q8-gemv, moe-router), for the session report.
+"""Timing tables from the standalone kernel programs' JSON (q8-gemv, moe-router, chunked-gdn), for the session
+report.
 Pure data to table: the report reads the files (evals/session_report.py).
 
 The programs time every experiment of a kernel on the same data in one process; these tables set the
@@ -87,8 +88,45 @@ def moe_router_table(source: str, data: dict[str, Any]) -> TimingTable | None:
     return TimingTable(source, caption, headers, rows)
 
 
+STEP_2A = " (step 2a, TF32 two passes)"
+
+
+def chunked_gdn_table(source: str, data: dict[str, Any]) -> TimingTable | None:
+    """Per case: the step-1 fp32 kernel and step 2a's two tensor-core passes (µs per layer), with their errors."""
+    cases = data.get("cases", [])
+    step_2a = {case["what"].removesuffix(STEP_2A): case for case in cases if case["what"].endswith(STEP_2A)}
+    if not step_2a:
+        return None
+    rows = []
+    for case in cases:
+        two = step_2a.get(case["what"])
+        if two is None:
+            continue
+        step_1 = _us({"us": case["median_us"], "ok": case["ok"]})
+        rows.append(
+            [
+                case["what"],
+                step_1,
+                _us({"us": two["median_us"], "ok": two["ok"]}),
+                _us({"us": two["median_us_16_columns"], "ok": two["ok"]}),
+                f"{two['prep_median_us']:.2f}",
+                f"{two['err_out']:.1e} / {two['err_state']:.1e} (limit {two['tolerance']:.0e})",
+            ]
+        )
+    stock = data.get("stock_serial_us_t4096_h200")
+    caption = (
+        "µs per gated-delta-net layer: step 1 (fp32, one CTA per column slice, chunks in turn) and step 2a (a prep "
+        "pass over all chunks, then the state pass; 32 or 16 value columns per CTA)"
+    )
+    if stock:
+        caption += f"; stock's serial kernel took {stock[0]}-{stock[1]} µs at T = 4096 (issue #10)"
+    headers = ["case", "step 1", "step 2a", "step 2a, 16 columns", "prep pass", "step 2a error out / state"]
+    return TimingTable(source, caption, headers, rows)
+
+
 # Which program's JSON (its file name in a session folder) makes which table; sabotage runs are not timings.
 TABLE_MAKERS: dict[str, Callable[[str, dict[str, Any]], TimingTable | None]] = {
     "q8-gemv-standalone.json": q8_gemv_table,
     "moe-router-standalone.json": moe_router_table,
+    "chunked-gdn-standalone.json": chunked_gdn_table,
 }

@@ -1,6 +1,7 @@
-// Standalone check and timing of fusion-4's first chunked gated-delta-rule CUDA kernel (step 1: plain
-// fp32, the phases of fusekit-chunked-gdn.cuh run by one CTA per (value-column slice, head, sequence)),
-// before ggml. Not wired into ggml: no manifest, no patch yet.
+// Standalone check and timing of fusion-4's chunked gated-delta-rule CUDA kernels, before ggml: step 1 (plain
+// fp32, the phases of fusekit-chunked-gdn.cuh run by one CTA per (value-column slice, head, sequence)) and step 2a
+// (fusekit-chunked-gdn-tc.cuh: a prep pass over every chunk and a state pass, TF32 tensor cores), each checked
+// against the same float64 reference on the same inputs. Not wired into ggml: no manifest, no patch yet.
 //
 //   nvcc -O3 -std=c++17 -arch=sm_90 -I kernels -o chunked_gdn_check kernels/chunked_gdn_check.cu
 //   ./chunked_gdn_check [--sabotage] [--json FILE]
@@ -23,6 +24,7 @@
 // diagonal blocks instead of one column per thread.
 #include "chunked-gdn-reference.h"
 #include "fusekit-chunked-gdn.cuh"
+#include "fusekit-chunked-gdn-tc.cuh"
 #include "standalone.cuh"
 
 #include <algorithm>
@@ -53,6 +55,44 @@ double min_bytes(const Case & c) {
     const double S = c.S, T = c.T;
     return 4.0 * (2 * S * c.H_k * T * c.Bq + S * c.H_v * T * c.B + 2.0 * c.H_v * T * c.B + S * S * c.H_v * c.B +
                   S * c.H_v * T * c.B + double(c.K) * S * S * c.H_v * c.B);
+}
+
+// Median µs per call of launch() over 11 batches of 10 back-to-back calls, after 3 warm-up calls.
+template <typename Launch> std::vector<double> time_launches(Launch launch) {
+    cudaEvent_t t0, t1;
+    CHECK(cudaEventCreate(&t0));
+    CHECK(cudaEventCreate(&t1));
+    for (int i = 0; i < 3; ++i) {
+        launch();
+    }
+    CHECK(cudaGetLastError());
+    std::vector<double> us;
+    const int           per_batch = 10;
+    for (int batch = 0; batch < 11; ++batch) {
+        CHECK(cudaEventRecord(t0));
+        for (int i = 0; i < per_batch; ++i) {
+            launch();
+        }
+        CHECK(cudaEventRecord(t1));
+        CHECK(cudaEventSynchronize(t1));
+        float ms = 0;
+        CHECK(cudaEventElapsedTime(&ms, t0, t1));
+        us.push_back(1000.0 * ms / per_batch);
+    }
+    CHECK(cudaGetLastError());
+    CHECK(cudaEventDestroy(t0));
+    CHECK(cudaEventDestroy(t1));
+    return us;
+}
+
+// Step 2a (fusekit-chunked-gdn-tc.cuh): the prep pass over every chunk, then the state pass with N value columns
+// per CTA; records is the workspace (fusekit_gdn_tc::workspace_floats floats).
+template <int N> void launch_two_pass(const GdnParams & p, float * records, int sabotage) {
+    using namespace fusekit_gdn_tc;
+    const dim3 prep_grid(unsigned(chunk_count(p.T)), unsigned(p.H_v), unsigned(p.B));
+    chunked_gdn_tc_prep<<<prep_grid, kPrepThreads, prep_shared_bytes()>>>(p, records, sabotage);
+    const dim3 state_grid(unsigned(kS / N), unsigned(p.H_v), unsigned(p.B));
+    chunked_gdn_tc_state<N><<<state_grid, kStateThreads, state_shared_bytes<N>()>>>(p, records);
 }
 
 double chunked_flops(const Case & c) {
@@ -87,6 +127,17 @@ int main(int argc, char ** argv) {
         return 2;
     }
     CHECK(cudaFuncSetAttribute(chunked_gdn_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem)));
+    CHECK(cudaFuncSetAttribute(fusekit_gdn_tc::chunked_gdn_tc_prep, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                               int(fusekit_gdn_tc::prep_shared_bytes())));
+    CHECK(cudaFuncSetAttribute(fusekit_gdn_tc::chunked_gdn_tc_state<32>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                               int(fusekit_gdn_tc::state_shared_bytes<32>())));
+    CHECK(cudaFuncSetAttribute(fusekit_gdn_tc::chunked_gdn_tc_state<16>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                               int(fusekit_gdn_tc::state_shared_bytes<16>())));
+    // TF32 keeps 10 of fp32's 23 mantissa bits (unit roundoff 4.9e-4): every chunk product of the two passes rounds
+    // its inputs to that, and the state carries it from chunk to chunk (damped by the decays). A first limit of 1e-2
+    // (20 roundoffs) separates it from a wrong result (the sabotage scores 4e-2 to 5e-1 on the host); it is to be
+    // tightened to 5x the first measurement, and the model's KL (issue #10: mean KLD <= 1e-4) is the real judge.
+    const double kTolTc = 1e-2;
 
     std::string json = "{\"device\": \"" + std::string(prop.name) + "\", \"sabotage\": " + (sabotage ? "true" : "false") +
                        ", \"chunk\": " + std::to_string(kChunk) + ", \"cols_per_cta\": " + std::to_string(kCols) +
@@ -127,27 +178,7 @@ int main(int argc, char ** argv) {
         failures += (ok_out ? 0 : 1) + (ok_state ? 0 : 1);
 
         // Timing: the kernel rewrites the same dst each launch (it reads only the inputs).
-        cudaEvent_t t0, t1;
-        CHECK(cudaEventCreate(&t0));
-        CHECK(cudaEventCreate(&t1));
-        for (int i = 0; i < 3; ++i) {
-            chunked_gdn_kernel<<<grid, kThreads, smem>>>(p, c.C, c.n_cols, 0);
-        }
-        CHECK(cudaGetLastError());
-        std::vector<double> us;
-        const int           per_batch = 10;
-        for (int batch = 0; batch < 11; ++batch) {
-            CHECK(cudaEventRecord(t0));
-            for (int i = 0; i < per_batch; ++i) {
-                chunked_gdn_kernel<<<grid, kThreads, smem>>>(p, c.C, c.n_cols, 0);
-            }
-            CHECK(cudaEventRecord(t1));
-            CHECK(cudaEventSynchronize(t1));
-            float ms = 0;
-            CHECK(cudaEventElapsedTime(&ms, t0, t1));
-            us.push_back(1000.0 * ms / per_batch);
-        }
-        CHECK(cudaGetLastError());
+        const std::vector<double> us = time_launches([&] { chunked_gdn_kernel<<<grid, kThreads, smem>>>(p, c.C, c.n_cols, 0); });
         const double med = fusekit_standalone::median(us), bytes = min_bytes(c), flops = chunked_flops(c);
         std::printf("%-52s out err %.2e %s, state err %.2e %s, %9.1f us (%.0f GB/s of %.0f MB, %.1f TFLOP/s chunked)\n",
                     c.what, err_out, ok_out ? "ok" : "FAIL", err_state, ok_state ? "ok" : "FAIL", med, bytes / med / 1e3,
@@ -161,8 +192,39 @@ int main(int argc, char ** argv) {
                       ok_out && ok_state ? "true" : "false", med, *std::min_element(us.begin(), us.end()),
                       *std::max_element(us.begin(), us.end()), bytes, flops);
         json += row;
-        CHECK(cudaEventDestroy(t0));
-        CHECK(cudaEventDestroy(t1));
+
+        // step 2a: the two passes on tensor cores, checked against the same reference, then timed (32 and 16 columns)
+        float * d_records = nullptr;
+        CHECK(cudaMalloc(&d_records, size_t(fusekit_gdn_tc::workspace_floats(p)) * sizeof(float)));
+        std::fill(out.begin(), out.end(), float(kSentinel));
+        CHECK(cudaMemcpy(d_dst, out.data(), out.size() * sizeof(float), cudaMemcpyHostToDevice));
+        launch_two_pass<32>(p, d_records, sabotage ? kSabotageMaskDiagonal : kSabotageNone);
+        CHECK(cudaGetLastError());
+        CHECK(cudaDeviceSynchronize());
+        CHECK(cudaMemcpy(out.data(), d_dst, out.size() * sizeof(float), cudaMemcpyDeviceToHost));
+        const double tc_out   = rel_error(out, ref, 0, in.attn_elems);
+        const double tc_state = rel_error(out, ref, in.attn_elems, in.dst_elems);
+        const bool   tc_ok_out = tc_out < kTolTc, tc_ok_state = tc_state < kTolTc;
+        checks += 2;
+        failures += (tc_ok_out ? 0 : 1) + (tc_ok_state ? 0 : 1);
+        const double tc32 = fusekit_standalone::median(time_launches([&] { launch_two_pass<32>(p, d_records, 0); }));
+        const double tc16 = fusekit_standalone::median(time_launches([&] { launch_two_pass<16>(p, d_records, 0); }));
+        const dim3   prep_grid(unsigned(fusekit_gdn_tc::chunk_count(p.T)), unsigned(p.H_v), unsigned(p.B));
+        const double prep = fusekit_standalone::median(time_launches([&] {
+            fusekit_gdn_tc::chunked_gdn_tc_prep<<<prep_grid, fusekit_gdn_tc::kPrepThreads, fusekit_gdn_tc::prep_shared_bytes()>>>(
+                p, d_records, 0);
+        }));
+        std::printf("  step 2a, TF32 two passes: out err %.2e %s, state err %.2e %s, %.1f us (16 columns per CTA: %.1f us; "
+                    "prep pass alone %.1f us)\n",
+                    tc_out, tc_ok_out ? "ok" : "FAIL", tc_state, tc_ok_state ? "ok" : "FAIL", tc32, tc16, prep);
+        std::snprintf(row, sizeof(row),
+                      ", {\"what\": \"%s (step 2a, TF32 two passes)\", \"T\": %d, \"B\": %d, \"K\": %d, "
+                      "\"err_out\": %.3e, \"err_state\": %.3e, \"tolerance\": %.0e, \"ok\": %s, \"median_us\": %.2f, "
+                      "\"median_us_16_columns\": %.2f, \"prep_median_us\": %.2f, \"workspace_bytes\": %lld}",
+                      c.what, c.T, c.B, c.K, tc_out, tc_state, kTolTc, tc_ok_out && tc_ok_state ? "true" : "false", tc32, tc16,
+                      prep, (long long) (fusekit_gdn_tc::workspace_floats(p) * 4));
+        json += row;
+        CHECK(cudaFree(d_records));
         for (const float * d : {p.q, p.k, p.v, p.g, p.beta, p.state}) {
             CHECK(cudaFree(const_cast<float *>(d)));
         }

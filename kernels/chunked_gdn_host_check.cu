@@ -10,6 +10,8 @@
 //           tiling h % H_k, q/k sequence b / rq3, transposed state, scale on the output, slot mapping)
 //   chunked<double>  the kernel's own __host__ __device__ phases, run with one worker and a no-op barrier
 //   chunked<float>   the same phases in float, as the CUDA kernel runs them
+// and, where S = 128 (the tensor-core kernels' shape; not the fused cache-write case yet), step 2a's two passes in
+// their plain-loop specification (fusekit-chunked-gdn-tc.cuh), in double and float, against the same reference.
 // Inputs look like the model's: q and k rows L2-normalized (build_gdn_l2_norm), v ~ N(0, 1), beta =
 // sigmoid(N(0, 1.5)) in (0, 1), g = -exp(U(ln 1e-3, ln 4)) <= 0 with some exact zeros (no decay),
 // state ~ N(0, 0.3). q/k live in padded buffers and v in a packed "qkv"-like buffer with a padded
@@ -46,6 +48,7 @@
 // What it cannot see: memory-model effects of real concurrency, shared-memory sizes, launch shapes.
 #include "chunked-gdn-reference.h"
 #include "fusekit-chunked-gdn.cuh"
+#include "fusekit-chunked-gdn-tc.cuh"
 
 #include <algorithm>
 #include <cmath>
@@ -91,6 +94,27 @@ std::vector<Real> chunked(const Inputs & in, const Case & c, int sabotage) {
             }
         }
     }
+    return dst;
+}
+
+// Step 2a's two passes (fusekit-chunked-gdn-tc.cuh) in their plain-loop specification: every chunk's record first,
+// then the state pass of every (sequence, head). Only S = 128 and C = 64 (the tensor-core kernels' shape).
+template <typename Real>
+std::vector<Real> two_pass(const Inputs & in, const Case & c, int sabotage) {
+    std::vector<Real> dst(in.dst_elems, Real(kSentinel));
+    GdnParamsT<Real>  p;
+    std::memcpy(static_cast<void *>(&p), &in.p, sizeof(p));
+    point_output_at_dst(p, dst.data());
+    const int64_t     chunks = fusekit_gdn_tc::chunk_count(c.T);
+    std::vector<Real> records(size_t(int64_t(c.B) * c.H_v * chunks * fusekit_gdn_tc::Record::floats), Real(NAN));
+    for (int b = 0; b < c.B; ++b)
+        for (int h = 0; h < c.H_v; ++h) {
+            for (int ch = 0; ch < chunks; ++ch) {
+                Real * rec = records.data() + fusekit_gdn_tc::record_index(p, b, h, ch) * fusekit_gdn_tc::Record::floats;
+                fusekit_gdn_tc::prep_chunk_host<Real>(p, b, h, ch, sabotage, rec);
+            }
+            fusekit_gdn_tc::state_pass_host<Real>(p, b, h, records.data());
+        }
     return dst;
 }
 
@@ -181,6 +205,8 @@ int main(int argc, char ** argv) {
         {64, 2, 4, 1000, 2, 2, 3, 64, 64, "T=1000, K=3"},
         {64, 2, 4, 130, 2, 2, 4, 64, 32, "T=130, K=4 through the fused cache-write path", true},
         {64, 2, 4, 300, 2, 2, 2, 64, 32, "test-backend-ops inputs: permuted q/k/v, g down to -20", false, true},
+        {128, 2, 4, 130, 2, 1, 3, 64, 32, "T=130, q/k broadcast, K=3 across a chunk edge"},
+        {128, 2, 4, 150, 1, 1, 2, 64, 32, "test-backend-ops inputs at S=128", false, true},
     };
     const double kTolDouble = 1e-10, kTolFloat = 2e-6;
     int checks = 0, failures = 0;
@@ -208,6 +234,27 @@ int main(int argc, char ** argv) {
         if (!sabotage) {
             worst_double = std::max({worst_double, errs[0], errs[1]});
             worst_float  = std::max({worst_float, errs[2], errs[3]});
+        }
+        if (c.S != fusekit_gdn_tc::kS || c.C != fusekit_gdn_tc::kC || c.cache_path) {
+            continue;  // the two passes take the 35B head size and chunks of 64 (the cache path: step 1 only, for now)
+        }
+        const std::vector<double> two_d = two_pass<double>(in, c, sab);
+        const std::vector<float>  two_f = two_pass<float>(in, c, sab);
+        const double terrs[4] = {rel_error(two_d, ref, 0, in.attn_elems), rel_error(two_d, ref, in.attn_elems, in.dst_elems),
+                                 rel_error(two_f, ref, 0, in.attn_elems), rel_error(two_f, ref, in.attn_elems, in.dst_elems)};
+        std::printf("  two passes (step 2a)                         out/state err: double %.1e %.1e  float %.1e %.1e\n",
+                    terrs[0], terrs[1], terrs[2], terrs[3]);
+        for (int e = 0; e < 4; ++e) {
+            const bool ok = terrs[e] < tols[e];
+            ++checks;
+            failures += ok ? 0 : 1;
+            if (!ok && !sabotage) {
+                std::printf("  WRONG two passes, %s: %.3e >= %.0e\n", names[e], terrs[e], tols[e]);
+            }
+        }
+        if (!sabotage) {
+            worst_double = std::max({worst_double, terrs[0], terrs[1]});
+            worst_float  = std::max({worst_float, terrs[2], terrs[3]});
         }
     }
     if (!sabotage) {

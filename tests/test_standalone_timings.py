@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from evals.session_report import render_session
-from evals.standalone_timings import moe_router_table, q8_gemv_table
+from evals.standalone_timings import chunked_gdn_table, moe_router_table, q8_gemv_table
 from fusekit.errors import FusekitError
 
 SESSION8 = Path(__file__).resolve().parent.parent / "results" / "h200-2026-12-01-session8-standalone"
@@ -73,3 +73,32 @@ def test_programs_without_experiments_give_no_table_and_corrupt_files_one_error(
     (tmp_path / "q8-gemv-standalone.json").write_text("{not json")
     with pytest.raises(FusekitError, match="is not valid JSON"):
         render_session(tmp_path)
+
+
+def test_chunked_gdn_table_sets_step_2a_beside_step_1() -> None:
+    """Step 1's rows as the H200 wrote them (session 12b), each followed by a step-2a row of the new program."""
+    data = json.loads(
+        (SESSION8.parent / "h200-2026-12-01-session12b-residual-fixed" / "chunked-gdn-standalone.json").read_text()
+    )
+    assert chunked_gdn_table("chunked-gdn-standalone.json", data) is None  # step 1 only: no table, reports unchanged
+    rows = []
+    for case in data["cases"]:
+        rows += [
+            case,
+            {
+                **case,
+                "what": case["what"] + " (step 2a, TF32 two passes)",
+                "median_us": 150.0,
+                "median_us_16_columns": 140.0,
+                "prep_median_us": 60.0,
+                "tolerance": 1e-2,
+                "ok": "T=512," not in case["what"],
+            },
+        ]
+    table = chunked_gdn_table("chunked-gdn-standalone.json", {**data, "cases": rows})
+    assert table is not None and len(table.rows) == 3
+    first, second, third = (dict(zip(table.headers, row, strict=True)) for row in table.rows)
+    assert first["case"] == "35B GDN layer, T=512" and first["step 1"] == "1841.40"
+    assert second["case"] == "35B GDN layer, T=4096" and (second["step 2a"], second["prep pass"]) == ("150.00", "60.00")
+    assert third["step 2a"] == "~~150.00~~"  # its check failed
+    assert "279-289" in table.caption

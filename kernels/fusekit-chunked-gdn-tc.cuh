@@ -1,0 +1,499 @@
+// fusion-4 step 2a: the chunked gated delta rule in two passes, the chunk products on tensor cores (TF32 wmma).
+//
+// Step 1 (fusekit-chunked-gdn.cuh) runs every chunk of a (sequence, head, value-column slice) in one CTA, one after
+// another, with scalar FMAs. Most of a chunk's work does not depend on the state, so this step splits it:
+//
+//   prep pass   one CTA per (chunk, value head, sequence), all chunks at once. From k, q, v, g, beta of the chunk
+//               alone it writes a ChunkRecord: the UT transform's products W = P diag(beta e^G f) K and
+//               U0 = P diag(beta f) V (P = (I + A)^-1), the decayed causal Q K^T (QKm), e^G Q (Qe), the keys decayed
+//               to the chunk's end (Kend), e^G and G.
+//   state pass  one CTA per (value-column slice, value head, sequence), chunk after chunk, the state slice in shared
+//               memory: U = U0 - W S0, o = scale (Qe S0 + QKm U), S0 <- e^{G_last} S0 + Kend^T U.
+//
+// The algebra is step 1's (see the comments there): R = diag(beta f)(V - diag(e^G) K S0), U = P R. f is 1, or under
+// the sabotage switch 1 / (1 + beta |k|^2) (the causal mask taking the diagonal, as in step 1). Rows of a short last
+// chunk are zero in every record matrix, so the passes run full 64-row tiles and write only real tokens.
+//
+// Shapes: S = 128 key and value channels, chunks of 64 tokens (the 35B preset); other S stay on the serial kernel.
+// The host functions below (prep_chunk_host, state_pass_host) are the specification in plain loops: the host check
+// runs them against the float64 serial recurrence; the device kernels compute the same records with wmma.
+#pragma once
+
+#include "fusekit-chunked-gdn.cuh"
+
+#include <cmath>
+#include <cstdint>
+
+#if defined(__CUDACC__)
+#include <mma.h>
+#endif
+
+namespace fusekit_gdn_tc {
+
+using fusekit_gdn::GdnParams;
+
+constexpr int kC = 64;   // tokens per chunk
+constexpr int kS = 128;  // key = value channels
+
+// One chunk's record in the workspace, offsets in floats. G is float64 (see step 1's Workspace: a float G loses
+// exp(g) between neighbours once |G| is large); its offset is even, so it is 8-byte aligned.
+struct Record {
+    static constexpr int64_t W      = 0;                    // [kC][kS]  P diag(beta e^G f) K
+    static constexpr int64_t U0     = W + kC * kS;          // [kC][kS]  P diag(beta f) V
+    static constexpr int64_t Qe     = U0 + kC * kS;         // [kC][kS]  e^{G_r} q_r
+    static constexpr int64_t Kend   = Qe + kC * kS;         // [kC][kS]  e^{G_last - G_s} k_s
+    static constexpr int64_t QKm    = Kend + kC * kS;       // [kC][kC]  e^{G_r - G_s} q_r.k_s, s <= r
+    static constexpr int64_t eG     = QKm + kC * kC;        // [kC]      e^{G_r}
+    static constexpr int64_t G      = eG + kC;              // [kC]      G_r as double (2 floats each)
+    static constexpr int64_t floats = G + 2 * kC;           // a multiple of 8: every record stays 32-byte aligned
+};
+
+inline int64_t chunk_count(int T) {
+    return (T + kC - 1) / kC;
+}
+
+// The record of chunk c of value head h, sequence b.
+template <typename Out> FUSEKIT_GDN_HD inline int64_t record_index(const fusekit_gdn::GdnParamsT<Out> & p, int b, int h, int c) {
+    return (int64_t(b) * p.H_v + h) * ((p.T + kC - 1) / kC) + c;
+}
+
+inline int64_t workspace_floats(const GdnParams & p) {
+    return int64_t(p.B) * p.H_v * chunk_count(p.T) * Record::floats;
+}
+
+// Element i of key row t of value head h (tiled key heads), sequence b (q/k broadcast over sequences).
+template <typename Out> FUSEKIT_GDN_HD inline float key_at(const fusekit_gdn::GdnParamsT<Out> & p, int b, int h, int t, int i) {
+    return p.k[int64_t(b / p.rq3) * p.k_s3 + int64_t(h % p.H_k) * p.k_s1 + int64_t(t) * p.k_s2 + i];
+}
+template <typename Out> FUSEKIT_GDN_HD inline float query_at(const fusekit_gdn::GdnParamsT<Out> & p, int b, int h, int t, int i) {
+    return p.q[int64_t(b / p.rq3) * p.q_s3 + int64_t(h % p.H_k) * p.q_s1 + int64_t(t) * p.q_s2 + i];
+}
+template <typename Out> FUSEKIT_GDN_HD inline float value_at(const fusekit_gdn::GdnParamsT<Out> & p, int b, int h, int t, int j) {
+    return p.v[int64_t(b) * p.v_s3 + int64_t(h) * p.v_s1 + int64_t(t) * p.v_s2 + j];
+}
+template <typename Out> FUSEKIT_GDN_HD inline int64_t gate_index(const fusekit_gdn::GdnParamsT<Out> & p, int b, int h, int t) {
+    return (int64_t(b) * p.T + t) * p.H_v + h;  // g and beta: [1, H_v, T, B] contiguous
+}
+
+// ---- The specification, plain loops (host) -----------------------------------------------------------------------
+// Records of Real elements at the Record offsets (the device's are float, G as double in two floats; the host check
+// also runs it in double, to see the algebra to 1e-12).
+
+template <typename Real> inline double & record_G(Real * rec, int r) {
+    if constexpr (sizeof(Real) == sizeof(double)) {
+        return reinterpret_cast<double *>(rec)[Record::G + r];
+    } else {
+        return reinterpret_cast<double *>(rec + Record::G)[r];
+    }
+}
+
+// The prep pass for chunk c of (b, h), in Real arithmetic, written into rec (Record::floats elements).
+template <typename Real, typename Out>
+void prep_chunk_host(const fusekit_gdn::GdnParamsT<Out> & p, int b, int h, int c, int sabotage, Real * rec) {
+    const int t0 = c * kC, L = p.T - t0 < kC ? p.T - t0 : kC;
+    double    G[kC];
+    double    acc = 0;
+    for (int r = 0; r < kC; ++r) {
+        acc += r < L ? double(p.g[gate_index(p, b, h, t0 + r)]) : 0.0;
+        G[r] = acc;
+    }
+    Real k[kC][kS], q[kC][kS], beta[kC], f[kC];
+    for (int r = 0; r < kC; ++r) {
+        Real kk = 0;
+        for (int i = 0; i < kS; ++i) {
+            k[r][i] = r < L ? Real(key_at(p, b, h, t0 + r, i)) : Real(0);
+            q[r][i] = r < L ? Real(query_at(p, b, h, t0 + r, i)) : Real(0);
+            kk += k[r][i] * k[r][i];
+        }
+        beta[r] = r < L ? Real(p.beta[gate_index(p, b, h, t0 + r)]) : Real(0);
+        f[r]    = sabotage == fusekit_gdn::kSabotageMaskDiagonal ? Real(1) / (Real(1) + beta[r] * kk) : Real(1);
+    }
+    static thread_local Real A[kC][kC], P[kC][kC];
+    for (int s = 0; s < kC; ++s) {
+        for (int m = 0; m < kC; ++m) {
+            Real dot = 0;
+            for (int i = 0; i < kS; ++i) {
+                dot += k[s][i] * k[m][i];
+            }
+            A[s][m] = m < s && s < L ? beta[s] * Real(std::exp(G[s] - G[m])) * dot : Real(0);
+        }
+    }
+    for (int col = 0; col < kC; ++col) {  // forward substitution, unit lower
+        for (int r = 0; r < kC; ++r) {
+            if (r <= col) {
+                P[r][col] = r == col ? Real(1) : Real(0);
+                continue;
+            }
+            Real s = 0;
+            for (int m = col; m < r; ++m) {
+                s += A[r][m] * P[m][col];
+            }
+            P[r][col] = -s;
+        }
+    }
+    for (int r = 0; r < kC; ++r) {
+        record_G(rec, r)     = G[r];
+        const bool real_row  = r < L;
+        rec[Record::eG + r]  = real_row ? Real(std::exp(G[r])) : Real(0);
+        const Real to_end    = real_row ? Real(std::exp(G[L - 1] - G[r])) : Real(0);
+        for (int i = 0; i < kS; ++i) {
+            Real w = 0, u = 0;
+            for (int m = 0; m <= r; ++m) {
+                const Real pm = P[r][m];
+                w += pm * beta[m] * Real(std::exp(G[m])) * f[m] * k[m][i];
+                u += pm * beta[m] * f[m] * (m < L ? Real(value_at(p, b, h, t0 + m, i)) : Real(0));
+            }
+            rec[Record::W + r * kS + i]    = w;
+            rec[Record::U0 + r * kS + i]   = u;
+            rec[Record::Qe + r * kS + i]   = real_row ? Real(std::exp(G[r])) * q[r][i] : Real(0);
+            rec[Record::Kend + r * kS + i] = to_end * k[r][i];
+        }
+        for (int s = 0; s < kC; ++s) {
+            Real dot = 0;
+            for (int i = 0; i < kS; ++i) {
+                dot += q[r][i] * k[s][i];
+            }
+            rec[Record::QKm + r * kC + s] = s <= r && real_row ? Real(std::exp(G[r] - G[s])) * dot : Real(0);
+        }
+    }
+}
+
+// The state pass for (b, h), all value columns, from the records of its chunks; writes dst and the snapshots
+// (as Out: float as ggml's dst, double in the host check).
+template <typename Real, typename Out>
+void state_pass_host(const fusekit_gdn::GdnParamsT<Out> & p, int b, int h, Real * records) {
+    static thread_local Real S0[kS][kS], U[kC][kS];
+    const float * s_in = p.state + (int64_t(b) * p.H_v + h) * kS * kS;
+    for (int i = 0; i < kS; ++i) {
+        for (int j = 0; j < kS; ++j) {
+            S0[i][j] = Real(s_in[int64_t(j) * kS + i]);  // transposed: state[j*S + i] = S[i][j]
+        }
+    }
+    for (int c = 0; c < (p.T + kC - 1) / kC; ++c) {
+        Real *    rec = records + record_index(p, b, h, c) * Record::floats;
+        double    G[kC];
+        const int t0 = c * kC, L = p.T - t0 < kC ? p.T - t0 : kC;
+        for (int r = 0; r < kC; ++r) {
+            G[r] = record_G(rec, r);
+        }
+        for (int s = 0; s < kC; ++s) {
+            for (int j = 0; j < kS; ++j) {
+                Real ws = 0;
+                for (int i = 0; i < kS; ++i) {
+                    ws += Real(rec[Record::W + s * kS + i]) * S0[i][j];
+                }
+                U[s][j] = Real(rec[Record::U0 + s * kS + j]) - ws;
+            }
+        }
+        for (int r = 0; r < L; ++r) {
+            for (int j = 0; j < kS; ++j) {
+                Real o = 0;
+                for (int i = 0; i < kS; ++i) {
+                    o += Real(rec[Record::Qe + r * kS + i]) * S0[i][j];
+                }
+                for (int s = 0; s <= r; ++s) {
+                    o += Real(rec[Record::QKm + r * kC + s]) * U[s][j];
+                }
+                p.dst[((int64_t(b) * p.T + t0 + r) * p.H_v + h) * kS + j] = Out(o * Real(p.scale));
+            }
+            const int slot = p.T - 1 - (t0 + r);
+            if (slot < p.K) {
+                Out * out = p.state_out + slot * p.state_slot_stride + (int64_t(b) * p.H_v + h) * kS * kS;
+                for (int j = 0; j < kS; ++j) {
+                    for (int i = 0; i < kS; ++i) {
+                        Real st = Real(std::exp(G[r])) * S0[i][j];
+                        for (int s = 0; s <= r; ++s) {
+                            st += Real(std::exp(G[r] - G[s])) * Real(key_at(p, b, h, t0 + s, i)) * U[s][j];
+                        }
+                        out[int64_t(j) * kS + i] = Out(st);
+                    }
+                }
+            }
+        }
+        const Real decay = Real(std::exp(G[L - 1]));
+        for (int i = 0; i < kS; ++i) {
+            for (int j = 0; j < kS; ++j) {
+                Real st = decay * S0[i][j];
+                for (int s = 0; s < kC; ++s) {
+                    st += Real(rec[Record::Kend + s * kS + i]) * U[s][j];
+                }
+                S0[i][j] = st;
+            }
+        }
+    }
+}
+
+// ---- The device passes (TF32 wmma m16n16k8, fp32 accumulation) ---------------------------------------------------
+#if defined(__CUDACC__)
+
+constexpr int kPrepThreads  = 256;  // 8 warps
+constexpr int kStateThreads = 256;
+
+namespace wmma = nvcuda::wmma;
+using FragA    = wmma::fragment<wmma::matrix_a, 16, 16, 8, wmma::precision::tf32, wmma::row_major>;
+using FragAt   = wmma::fragment<wmma::matrix_a, 16, 16, 8, wmma::precision::tf32, wmma::col_major>;
+using FragB    = wmma::fragment<wmma::matrix_b, 16, 16, 8, wmma::precision::tf32, wmma::row_major>;
+using FragBt   = wmma::fragment<wmma::matrix_b, 16, 16, 8, wmma::precision::tf32, wmma::col_major>;
+using FragAcc  = wmma::fragment<wmma::accumulator, 16, 16, 8, float>;
+
+template <typename Frag> __device__ inline void to_tf32(Frag & f) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+    for (int e = 0; e < f.num_elements; ++e) {
+        f.x[e] = wmma::__float_to_tf32(f.x[e]);
+    }
+#endif
+}
+
+// out (M x N tile grid of 16 x 16, row-major, ld ldo) = a (M x K, layout of FA) * b (K x N, layout of FB),
+// the tiles dealt to the CTA's warps in turn. a_at(tm, kk) / b_at(kk, tn): pointers of the 16 x 8 / 8 x 16 blocks.
+template <typename FA, typename FB, typename APtr, typename BPtr, typename Store>
+__device__ inline void tile_products(int tiles_m, int tiles_n, int k_steps, APtr a_at, int lda, BPtr b_at, int ldb,
+                                     Store store) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+    const int warp = int(threadIdx.x) / 32, warps = int(blockDim.x) / 32;
+    for (int tile = warp; tile < tiles_m * tiles_n; tile += warps) {
+        const int tm = tile / tiles_n, tn = tile % tiles_n;
+        FragAcc   acc;
+        wmma::fill_fragment(acc, 0.0f);
+        for (int kk = 0; kk < k_steps; ++kk) {
+            FA a;
+            FB bf;
+            wmma::load_matrix_sync(a, a_at(tm, kk), lda);
+            wmma::load_matrix_sync(bf, b_at(kk, tn), ldb);
+            to_tf32(a);
+            to_tf32(bf);
+            wmma::mma_sync(acc, a, bf, acc);
+        }
+        store(tm, tn, acc);
+    }
+#endif
+}
+
+// Shared memory of the prep pass: keys, queries (later the scaled keys, then the scaled values), A, P, QK.
+struct PrepShared {
+    float  k[kC * kS];
+    float  qb[kC * kS];
+    float  a[kC * kC];
+    float  pinv[kC * kC];
+    float  qk[kC * kC];
+    double G[kC];
+    float  beta[kC];
+    float  f[kC];
+};
+
+__global__ void __launch_bounds__(kPrepThreads) chunked_gdn_tc_prep(GdnParams p, float * records, int sabotage) {
+    extern __shared__ __align__(128) unsigned char shared_prep[];
+    PrepShared & sh  = *reinterpret_cast<PrepShared *>(shared_prep);
+    const int    c   = int(blockIdx.x), h = int(blockIdx.y), b = int(blockIdx.z);
+    const int    tid = int(threadIdx.x), nthr = int(blockDim.x);
+    const int    t0 = c * kC, L = p.T - t0 < kC ? p.T - t0 : kC;
+    float *      rec = records + record_index(p, b, h, c) * Record::floats;
+
+    // stage keys and queries (rows past the chunk's end are zero), beta, G (float64 prefix by thread 0)
+    for (int idx = tid; idx < kC * kS; idx += nthr) {
+        const int r = idx / kS, i = idx % kS;
+        sh.k[idx]  = r < L ? key_at(p, b, h, t0 + r, i) : 0.0f;
+        sh.qb[idx] = r < L ? query_at(p, b, h, t0 + r, i) : 0.0f;
+    }
+    if (tid == 0) {
+        double acc = 0;
+        for (int r = 0; r < kC; ++r) {
+            acc += r < L ? double(p.g[gate_index(p, b, h, t0 + r)]) : 0.0;
+            sh.G[r] = acc;
+        }
+    }
+    for (int r = tid; r < kC; r += nthr) {
+        sh.beta[r] = r < L ? p.beta[gate_index(p, b, h, t0 + r)] : 0.0f;
+    }
+    __syncthreads();
+
+    // A_raw = K K^T, QK_raw = Q K^T (K^T: the key rows read as a column-major matrix)
+    tile_products<FragA, FragBt>(
+        4, 4, kS / 8, [&](int tm, int kk) { return sh.k + tm * 16 * kS + kk * 8; }, kS,
+        [&](int kk, int tn) { return sh.k + tn * 16 * kS + kk * 8; }, kS,
+        [&](int tm, int tn, FragAcc & acc) { wmma::store_matrix_sync(sh.a + tm * 16 * kC + tn * 16, acc, kC, wmma::mem_row_major); });
+    tile_products<FragA, FragBt>(
+        4, 4, kS / 8, [&](int tm, int kk) { return sh.qb + tm * 16 * kS + kk * 8; }, kS,
+        [&](int kk, int tn) { return sh.k + tn * 16 * kS + kk * 8; }, kS,
+        [&](int tm, int tn, FragAcc & acc) { wmma::store_matrix_sync(sh.qk + tm * 16 * kC + tn * 16, acc, kC, wmma::mem_row_major); });
+    __syncthreads();
+
+    // masks and decays; the record's QKm, Qe, Kend, eG, G; f (sabotage) from A's diagonal before it is masked
+    for (int r = tid; r < kC; r += nthr) {
+        const float kk = sh.a[r * kC + r];
+        sh.f[r] = sabotage == fusekit_gdn::kSabotageMaskDiagonal ? 1.0f / (1.0f + sh.beta[r] * kk) : 1.0f;
+        reinterpret_cast<double *>(rec + Record::G)[r] = sh.G[r];
+        rec[Record::eG + r] = r < L ? float(exp(sh.G[r])) : 0.0f;
+    }
+    for (int idx = tid; idx < kC * kC; idx += nthr) {
+        const int  r = idx / kC, s = idx % kC;
+        const bool real_row = r < L;
+        const float decay   = s <= r && real_row ? expf(float(sh.G[r] - sh.G[s])) : 0.0f;
+        rec[Record::QKm + idx] = decay * sh.qk[idx];
+    }
+    for (int idx = tid; idx < kC * kS; idx += nthr) {
+        const int r = idx / kS;
+        const bool real_row = r < L;
+        rec[Record::Qe + idx]   = real_row ? expf(float(sh.G[r])) * sh.qb[idx] : 0.0f;
+        rec[Record::Kend + idx] = real_row ? expf(float(sh.G[L - 1] - sh.G[r])) * sh.k[idx] : 0.0f;
+    }
+    __syncthreads();  // f is read below; A's diagonal is about to be masked
+    for (int idx = tid; idx < kC * kC; idx += nthr) {
+        const int s = idx / kC, m = idx % kC;
+        sh.a[idx] = m < s && s < L ? sh.beta[s] * expf(float(sh.G[s] - sh.G[m])) * sh.a[idx] : 0.0f;
+    }
+    __syncthreads();
+
+    // P = (I + A)^-1 (one column per thread of the first two warps), while the others scale the keys into qb
+    if (tid < kC) {
+        const int col = tid;
+        for (int r = 0; r < kC; ++r) {
+            float v = r == col ? 1.0f : 0.0f;
+            if (r > col) {
+                float s = 0.0f;
+                for (int m = col; m < r; ++m) {
+                    s += sh.a[r * kC + m] * sh.pinv[m * kC + col];
+                }
+                v = -s;
+            }
+            sh.pinv[r * kC + col] = v;
+        }
+    } else {
+        for (int idx = tid - kC; idx < kC * kS; idx += nthr - kC) {
+            const int r = idx / kS;
+            sh.qb[idx]  = r < L ? sh.beta[r] * expf(float(sh.G[r])) * sh.f[r] * sh.k[idx] : 0.0f;
+        }
+    }
+    __syncthreads();
+
+    // W = P (diag(beta e^G f) K)
+    tile_products<FragA, FragB>(
+        4, kS / 16, kC / 8, [&](int tm, int kk) { return sh.pinv + tm * 16 * kC + kk * 8; }, kC,
+        [&](int kk, int tn) { return sh.qb + kk * 8 * kS + tn * 16; }, kS,
+        [&](int tm, int tn, FragAcc & acc) { wmma::store_matrix_sync(rec + Record::W + tm * 16 * kS + tn * 16, acc, kS, wmma::mem_row_major); });
+    __syncthreads();
+    for (int idx = tid; idx < kC * kS; idx += nthr) {
+        const int r = idx / kS, j = idx % kS;
+        sh.qb[idx]  = r < L ? sh.beta[r] * sh.f[r] * value_at(p, b, h, t0 + r, j) : 0.0f;
+    }
+    __syncthreads();
+    // U0 = P (diag(beta f) V)
+    tile_products<FragA, FragB>(
+        4, kS / 16, kC / 8, [&](int tm, int kk) { return sh.pinv + tm * 16 * kC + kk * 8; }, kC,
+        [&](int kk, int tn) { return sh.qb + kk * 8 * kS + tn * 16; }, kS,
+        [&](int tm, int tn, FragAcc & acc) { wmma::store_matrix_sync(rec + Record::U0 + tm * 16 * kS + tn * 16, acc, kS, wmma::mem_row_major); });
+}
+
+// Shared memory of the state pass for a slice of N value columns.
+template <int N> struct StateShared {
+    float s0[kS * N];   // S0[i][jj], row-major, ld N
+    float u[kC * N];    // U[s][jj]
+    float qs[kC * N];   // (Qe S0)[r][jj]
+    float qku[kC * N];  // (QKm U)[r][jj]
+};
+
+template <int N>
+__global__ void __launch_bounds__(kStateThreads) chunked_gdn_tc_state(GdnParams p, const float * records) {
+    extern __shared__ __align__(128) unsigned char shared_state[];
+    StateShared<N> & sh  = *reinterpret_cast<StateShared<N> *>(shared_state);
+    const int        j0 = int(blockIdx.x) * N, h = int(blockIdx.y), b = int(blockIdx.z);
+    const int        tid = int(threadIdx.x), nthr = int(blockDim.x);
+    const float *    s_in = p.state + (int64_t(b) * p.H_v + h) * kS * kS;
+    for (int idx = tid; idx < kS * N; idx += nthr) {
+        const int i = idx / N, jj = idx % N;
+        sh.s0[idx]  = s_in[int64_t(j0 + jj) * kS + i];
+    }
+    __syncthreads();
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+    const int warp = tid / 32, warps = nthr / 32;
+    const int chunks = (p.T + kC - 1) / kC;
+    for (int c = 0; c < chunks; ++c) {
+        const float *  rec = records + record_index(p, b, h, c) * Record::floats;
+        const double * G   = reinterpret_cast<const double *>(rec + Record::G);
+        const int      t0 = c * kC, L = p.T - t0 < kC ? p.T - t0 : kC;
+
+        // U = U0 - W S0 and Qe S0 (the same B operand, S0)
+        tile_products<FragA, FragB>(
+            4, N / 16, kS / 8, [&](int tm, int kk) { return rec + Record::W + tm * 16 * kS + kk * 8; }, kS,
+            [&](int kk, int tn) { return sh.s0 + kk * 8 * N + tn * 16; }, N, [&](int tm, int tn, FragAcc & ws) {
+                FragAcc u0;
+                wmma::load_matrix_sync(u0, rec + Record::U0 + tm * 16 * kS + j0 + tn * 16, kS, wmma::mem_row_major);
+                for (int e = 0; e < u0.num_elements; ++e) {
+                    u0.x[e] -= ws.x[e];
+                }
+                wmma::store_matrix_sync(sh.u + tm * 16 * N + tn * 16, u0, N, wmma::mem_row_major);
+            });
+        tile_products<FragA, FragB>(
+            4, N / 16, kS / 8, [&](int tm, int kk) { return rec + Record::Qe + tm * 16 * kS + kk * 8; }, kS,
+            [&](int kk, int tn) { return sh.s0 + kk * 8 * N + tn * 16; }, N,
+            [&](int tm, int tn, FragAcc & acc) { wmma::store_matrix_sync(sh.qs + tm * 16 * N + tn * 16, acc, N, wmma::mem_row_major); });
+        __syncthreads();
+
+        // QKm U; the new state's tiles (held in registers until every warp is done reading S0 and U)
+        tile_products<FragA, FragB>(
+            4, N / 16, kC / 8, [&](int tm, int kk) { return rec + Record::QKm + tm * 16 * kC + kk * 8; }, kC,
+            [&](int kk, int tn) { return sh.u + kk * 8 * N + tn * 16; }, N,
+            [&](int tm, int tn, FragAcc & acc) { wmma::store_matrix_sync(sh.qku + tm * 16 * N + tn * 16, acc, N, wmma::mem_row_major); });
+        constexpr int kStateTiles = (kS / 16) * (N / 16);
+        constexpr int kMaxPerWarp = (kStateTiles + 7) / 8;
+        FragAcc       next[kMaxPerWarp];
+        const float   decay = float(exp(G[L - 1]));
+        for (int n = 0, tile = warp; tile < kStateTiles; tile += warps, ++n) {
+            const int tm = tile / (N / 16), tn = tile % (N / 16);
+            wmma::load_matrix_sync(next[n], sh.s0 + tm * 16 * N + tn * 16, N, wmma::mem_row_major);
+            for (int e = 0; e < next[n].num_elements; ++e) {
+                next[n].x[e] *= decay;
+            }
+            for (int kk = 0; kk < kC / 8; ++kk) {
+                FragAt a;  // Kend^T: the record's Kend rows read as a column-major [kS][kC]
+                FragB  bf;
+                wmma::load_matrix_sync(a, rec + Record::Kend + kk * 8 * kS + tm * 16, kS);
+                wmma::load_matrix_sync(bf, sh.u + kk * 8 * N + tn * 16, N);
+                to_tf32(a);
+                to_tf32(bf);
+                wmma::mma_sync(next[n], a, bf, next[n]);
+            }
+        }
+        __syncthreads();
+
+        // outputs of the real tokens; snapshots (the last K tokens of the sequence) from S0 and U, in fp32
+        for (int idx = tid; idx < L * N; idx += nthr) {
+            const int r = idx / N, jj = idx % N;
+            const float o = sh.qs[idx] + sh.qku[idx];
+            p.dst[((int64_t(b) * p.T + t0 + r) * p.H_v + h) * kS + j0 + jj] = o * p.scale;
+        }
+        for (int r = 0; r < L; ++r) {
+            const int slot = p.T - 1 - (t0 + r);
+            if (slot >= p.K) {
+                continue;
+            }
+            float * out = p.state_out + slot * p.state_slot_stride + (int64_t(b) * p.H_v + h) * kS * kS + int64_t(j0) * kS;
+            for (int idx = tid; idx < N * kS; idx += nthr) {
+                const int jj = idx / kS, i = idx % kS;
+                float     st = float(exp(G[r])) * sh.s0[i * N + jj];
+                for (int s = 0; s <= r; ++s) {
+                    st += expf(float(G[r] - G[s])) * key_at(p, b, h, t0 + s, i) * sh.u[s * N + jj];
+                }
+                out[idx] = st;
+            }
+        }
+        __syncthreads();  // S0 and U are read above; now the new state replaces S0
+        for (int n = 0, tile = warp; tile < kStateTiles; tile += warps, ++n) {
+            const int tm = tile / (N / 16), tn = tile % (N / 16);
+            wmma::store_matrix_sync(sh.s0 + tm * 16 * N + tn * 16, next[n], N, wmma::mem_row_major);
+        }
+        __syncthreads();
+    }
+#endif
+}
+
+inline size_t prep_shared_bytes() {
+    return sizeof(PrepShared);
+}
+template <int N> inline size_t state_shared_bytes() {
+    return sizeof(StateShared<N>);
+}
+
+#endif  // __CUDACC__
+
+}  // namespace fusekit_gdn_tc
