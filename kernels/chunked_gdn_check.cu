@@ -57,32 +57,9 @@ double min_bytes(const Case & c) {
                   S * c.H_v * T * c.B + double(c.K) * S * S * c.H_v * c.B);
 }
 
-// Median µs per call of launch() over 11 batches of 10 back-to-back calls, after 3 warm-up calls.
+// µs per call of each of 11 batches of 10 back-to-back calls, after 3 warm-up calls.
 template <typename Launch> std::vector<double> time_launches(Launch launch) {
-    cudaEvent_t t0, t1;
-    CHECK(cudaEventCreate(&t0));
-    CHECK(cudaEventCreate(&t1));
-    for (int i = 0; i < 3; ++i) {
-        launch();
-    }
-    CHECK(cudaGetLastError());
-    std::vector<double> us;
-    const int           per_batch = 10;
-    for (int batch = 0; batch < 11; ++batch) {
-        CHECK(cudaEventRecord(t0));
-        for (int i = 0; i < per_batch; ++i) {
-            launch();
-        }
-        CHECK(cudaEventRecord(t1));
-        CHECK(cudaEventSynchronize(t1));
-        float ms = 0;
-        CHECK(cudaEventElapsedTime(&ms, t0, t1));
-        us.push_back(1000.0 * ms / per_batch);
-    }
-    CHECK(cudaGetLastError());
-    CHECK(cudaEventDestroy(t0));
-    CHECK(cudaEventDestroy(t1));
-    return us;
+    return fusekit_standalone::launch_us_batches([&](int) { launch(); }, 3, 10, 11);
 }
 
 // Step 2a (fusekit-chunked-gdn-tc.cuh): the prep pass over every chunk, then the state pass with N value columns

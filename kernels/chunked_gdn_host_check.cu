@@ -211,51 +211,40 @@ int main(int argc, char ** argv) {
     const double kTolDouble = 1e-10, kTolFloat = 2e-6;
     int checks = 0, failures = 0;
     double worst_double = 0, worst_float = 0;
-    for (const Case & c : cases) {
-        const Inputs              in  = make_inputs(c, rng);
-        const std::vector<double> ref = serial_reference(in.p);
-        const int sab = sabotage ? kSabotageMaskDiagonal : kSabotageNone;
-        const std::vector<double> out_d = chunked<double>(in, c, sab);
-        const std::vector<float>  out_f = chunked<float>(in, c, sab);
+    // One implementation's four comparisons (double / float, output / state) against the reference: counted, the
+    // failures named (outside --sabotage), the worst errors kept.
+    const double kTols[4]  = {kTolDouble, kTolDouble, kTolFloat, kTolFloat};
+    const char * kNames[4] = {"double out", "double state", "float out", "float state"};
+    auto tally = [&](const char * impl, const std::vector<double> & out_d, const std::vector<float> & out_f,
+                     const Inputs & in, const std::vector<double> & ref, const char * line_start) {
         const double errs[4] = {rel_error(out_d, ref, 0, in.attn_elems), rel_error(out_d, ref, in.attn_elems, in.dst_elems),
                                 rel_error(out_f, ref, 0, in.attn_elems), rel_error(out_f, ref, in.attn_elems, in.dst_elems)};
-        const double tols[4] = {kTolDouble, kTolDouble, kTolFloat, kTolFloat};
-        const char * names[4] = {"double out", "double state", "float out", "float state"};
-        std::printf("S=%3d H_k=%d H_v=%d T=%4d B=%d K=%2d C=%2d cols=%3d  out/state err: double %.1e %.1e  float %.1e %.1e  (%s)\n",
-                    c.S, c.H_k, c.H_v, c.T, c.B, c.K, c.C, c.n_cols, errs[0], errs[1], errs[2], errs[3], c.what);
+        std::printf("%s out/state err: double %.1e %.1e  float %.1e %.1e\n", line_start, errs[0], errs[1], errs[2], errs[3]);
         for (int e = 0; e < 4; ++e) {
-            const bool ok = errs[e] < tols[e];
+            const bool ok = errs[e] < kTols[e];
             ++checks;
             failures += ok ? 0 : 1;
             if (!ok && !sabotage) {
-                std::printf("  WRONG %s: %.3e >= %.0e\n", names[e], errs[e], tols[e]);
+                std::printf("  WRONG %s, %s: %.3e >= %.0e\n", impl, kNames[e], errs[e], kTols[e]);
             }
         }
         if (!sabotage) {
             worst_double = std::max({worst_double, errs[0], errs[1]});
             worst_float  = std::max({worst_float, errs[2], errs[3]});
         }
+    };
+    for (const Case & c : cases) {
+        const Inputs              in  = make_inputs(c, rng);
+        const std::vector<double> ref = serial_reference(in.p);
+        const int                 sab = sabotage ? kSabotageMaskDiagonal : kSabotageNone;
+        char                      line[256];
+        std::snprintf(line, sizeof(line), "S=%3d H_k=%d H_v=%d T=%4d B=%d K=%2d C=%2d cols=%3d (%s)\n ", c.S, c.H_k, c.H_v,
+                      c.T, c.B, c.K, c.C, c.n_cols, c.what);
+        tally("chunked", chunked<double>(in, c, sab), chunked<float>(in, c, sab), in, ref, line);
         if (c.S != fusekit_gdn_tc::kS || c.C != fusekit_gdn_tc::kC || c.cache_path) {
             continue;  // the two passes take the 35B head size and chunks of 64 (the cache path: step 1 only, for now)
         }
-        const std::vector<double> two_d = two_pass<double>(in, c, sab);
-        const std::vector<float>  two_f = two_pass<float>(in, c, sab);
-        const double terrs[4] = {rel_error(two_d, ref, 0, in.attn_elems), rel_error(two_d, ref, in.attn_elems, in.dst_elems),
-                                 rel_error(two_f, ref, 0, in.attn_elems), rel_error(two_f, ref, in.attn_elems, in.dst_elems)};
-        std::printf("  two passes (step 2a)                         out/state err: double %.1e %.1e  float %.1e %.1e\n",
-                    terrs[0], terrs[1], terrs[2], terrs[3]);
-        for (int e = 0; e < 4; ++e) {
-            const bool ok = terrs[e] < tols[e];
-            ++checks;
-            failures += ok ? 0 : 1;
-            if (!ok && !sabotage) {
-                std::printf("  WRONG two passes, %s: %.3e >= %.0e\n", names[e], terrs[e], tols[e]);
-            }
-        }
-        if (!sabotage) {
-            worst_double = std::max({worst_double, terrs[0], terrs[1]});
-            worst_float  = std::max({worst_float, terrs[2], terrs[3]});
-        }
+        tally("two passes", two_pass<double>(in, c, sab), two_pass<float>(in, c, sab), in, ref, "  two passes (step 2a):");
     }
     if (!sabotage) {
         // The kernel's CTA shape: 256 workers, S = 128, C = 64, 32 columns; T = 150 is three chunks (the

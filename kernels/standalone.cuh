@@ -50,11 +50,11 @@ inline double median(std::vector<double> v) {
     return v[v.size() / 2];
 }
 
-// Microseconds per launch: `warmup` launches, then `batches` batches of `per_batch` back-to-back launches
-// between CUDA events (launch cost included); the median batch. launch(i) gets the launch's number, so a
-// caller can rotate over weight copies that together exceed L2.
+// Microseconds per launch of each batch: `warmup` launches, then `batches` batches of `per_batch` back-to-back
+// launches between CUDA events (launch cost included). launch(i) gets the launch's number, so a caller can rotate
+// over weight copies that together exceed L2.
 template <class Launch>
-double median_launch_us(Launch launch, int warmup, int per_batch, int batches) {
+std::vector<double> launch_us_batches(Launch launch, int warmup, int per_batch, int batches) {
     cudaEvent_t a, b;
     CHECK(cudaEventCreate(&a));
     CHECK(cudaEventCreate(&b));
@@ -77,7 +77,13 @@ double median_launch_us(Launch launch, int warmup, int per_batch, int batches) {
     CHECK(cudaGetLastError());
     CHECK(cudaEventDestroy(a));
     CHECK(cudaEventDestroy(b));
-    return median(per_launch);
+    return per_launch;
+}
+
+// The median batch of launch_us_batches.
+template <class Launch>
+double median_launch_us(Launch launch, int warmup, int per_batch, int batches) {
+    return median(launch_us_batches(launch, warmup, per_batch, batches));
 }
 
 // Writes the JSON (when asked), prints the verdict and returns the exit code: without --sabotage, 0 when
