@@ -7,6 +7,7 @@ so a second local run reuses the download, the checkout and the builds (ninja an
 from __future__ import annotations
 
 import os
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -18,6 +19,23 @@ REPO = Path(__file__).resolve().parents[1]
 TEST_DATA = REPO / "tests" / "data"
 TEST_PATCHES = REPO / "tests" / "patches"
 TEST_ROOT = Path(os.environ.get("FUSEKIT_TEST_ROOT", REPO / ".fusekit-test")).resolve()
+
+
+RESHAPE_RESIDUAL_PATCH = REPO / "patches" / "experiments" / "fusion-2-reshape-residual.patch"
+RESHAPE_RESIDUAL_HEADER = "ggml/src/ggml-cuda/fusekit-reshape-residual.cuh"
+
+
+def reshape_residual_header(work: Path) -> Path:
+    """The header experiment fusion-2-reshape-residual creates, written under work exactly as the patch has it;
+    returns its folder (for -I)."""
+    applied = subprocess.run(
+        ["git", "apply", f"--include={RESHAPE_RESIDUAL_HEADER}", str(RESHAPE_RESIDUAL_PATCH)],
+        cwd=work,
+        capture_output=True,
+        text=True,
+    )
+    assert applied.returncode == 0, applied.stderr
+    return work / Path(RESHAPE_RESIDUAL_HEADER).parent
 
 
 def log(message: str) -> None:

@@ -17,6 +17,8 @@ import pytest
 from fusekit.build import BuildResult
 from fusekit.compilecheck import cublas_include, find_nvcc
 
+from .conftest import reshape_residual_header
+
 REPO = Path(__file__).resolve().parent.parent
 NVCC = find_nvcc()
 
@@ -24,10 +26,6 @@ pytestmark = [
     pytest.mark.slow,
     pytest.mark.skipif(NVCC is None, reason="no nvcc on this machine: the glue includes ggml-cuda's headers"),
 ]
-
-
-RESIDUAL_PATCH = REPO / "patches" / "experiments" / "fusion-2-reshape-residual.patch"
-RESIDUAL_HEADER = "ggml/src/ggml-cuda/fusekit-reshape-residual.cuh"
 
 
 def build_plan_test(
@@ -41,14 +39,7 @@ def build_plan_test(
     ggml = tree / "ggml"
     includes = [ggml / "include", ggml / "src", ggml / "src" / "ggml-cuda", REPO / "kernels", cublas]
     if residual:
-        applied = subprocess.run(
-            ["git", "apply", f"--include={RESIDUAL_HEADER}", str(RESIDUAL_PATCH)],
-            cwd=work,
-            capture_output=True,
-            text=True,
-        )
-        assert applied.returncode == 0, applied.stderr
-        includes.append(work / Path(RESIDUAL_HEADER).parent)
+        includes.append(reshape_residual_header(work))
     program = work / "gdn_chains_plan_test"
     cmd = [
         str(NVCC),

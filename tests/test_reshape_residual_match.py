@@ -14,9 +14,9 @@ import pytest
 
 from fusekit.build import BuildResult
 
+from .conftest import reshape_residual_header
+
 REPO = Path(__file__).resolve().parent.parent
-PATCH = REPO / "patches" / "experiments" / "fusion-2-reshape-residual.patch"
-HEADER = "ggml/src/ggml-cuda/fusekit-reshape-residual.cuh"
 CXX = shutil.which("g++") or shutil.which("c++")
 
 pytestmark = [pytest.mark.slow, pytest.mark.skipif(CXX is None, reason="no C++ compiler")]
@@ -26,10 +26,7 @@ pytestmark = [pytest.mark.slow, pytest.mark.skipif(CXX is None, reason="no C++ c
 def match_program(stock_build: BuildResult, tmp_path_factory: pytest.TempPathFactory) -> Path:
     """The test program, built against the header exactly as the patch creates it."""
     work = tmp_path_factory.mktemp("reshape-residual")
-    applied = subprocess.run(
-        ["git", "apply", f"--include={HEADER}", str(PATCH)], cwd=work, capture_output=True, text=True
-    )
-    assert applied.returncode == 0, applied.stderr
+    header_dir = reshape_residual_header(work)
     ggml = stock_build.build_dir.parent / "ggml"
     program = work / "reshape_residual_match_test"
     cmd = [
@@ -37,7 +34,7 @@ def match_program(stock_build: BuildResult, tmp_path_factory: pytest.TempPathFac
         "-std=c++17",
         f"-I{ggml / 'include'}",
         f"-I{ggml / 'src'}",
-        f"-I{work / 'ggml' / 'src'}",
+        f"-I{header_dir.parent}",
         "-o",
         str(program),
         str(REPO / "tests" / "cpp" / "reshape_residual_match_test.cpp"),
