@@ -263,7 +263,7 @@ __device__ void select_experts(const RouterParams & p) {
     }
 }
 
-// Selection by rank (the experiment fusion-3-rank-select): the same experts and weights as select_experts, bit for
+// Selection by rank (fusion-3's default since session 13; first the experiment fusion-3-rank-select): the same experts and weights as select_experts, bit for
 // bit, without its n_used dependent rounds of warp argmax (each a chain of shuffles; the 35B router's 8 rounds cost
 // about 3 us standalone, its k = 1 case 5.3 us against 8.5). The argmax rounds pick the candidates in one total order,
 // the larger probability first and equal ones by the lower expert id, so candidate c is picked in round
@@ -500,10 +500,11 @@ inline bool router_supported(int n_embd, int n_expert, int n_used) {
            n_embd % 2 == 0;
 }
 
-// The selection router_kernel_for picks when not told: the experiment fusion-3-rank-select defines this to true
-// before including this header (a line of its own, so it stacks with the other router experiments).
+// The selection router_kernel_for picks when not told: by rank (the same ids and weights as the argmax rounds, bit
+// for bit; 1.039x decode on the H200 in session 13 against 1.0 with the rounds, results/h200-2026-12-01-session13-*).
+// The rounds stay available as RANK = false: the standalone check compares the two bit for bit.
 #ifndef FUSEKIT_MOE_RANK_SELECT
-#define FUSEKIT_MOE_RANK_SELECT false
+#define FUSEKIT_MOE_RANK_SELECT true
 #endif
 
 template <class Hooks, int AHEAD = 0, bool RANK = FUSEKIT_MOE_RANK_SELECT>

@@ -8,9 +8,10 @@
 // topk_moe does: the lower expert id first) and weights / tail outputs within a relative error of
 // 1e-5. Cases with tied logits use identical weight rows, so the fp32 logits tie exactly too.
 // --sabotage runs the kernels with their sabotage switch and exits 0 only if every check FAILS.
-// Each router case also runs the experiments fusion-3-router-ahead (weights loaded before the wait) and
-// fusion-3-rank-select (experts picked by rank, not by rounds of warp argmax), checked alike; the rank kernel's ids
-// and weights must also equal the plain kernel's bit for bit (its claim: the same selection, arithmetic unchanged).
+// Each router case runs the selection by rounds of warp argmax (the plain kernel, stock topk_moe's order), the
+// experiment fusion-3-router-ahead (weights loaded before the wait, with the rounds) and the selection by rank
+// (fusion-3's default in ggml since session 13), checked alike; the rank kernel's ids and weights must also equal the
+// plain kernel's bit for bit (its claim: the same selection, arithmetic unchanged).
 // Timing: CUDA events around 200 back-to-back launches, median of 15 such batches (launch cost
 // included, inputs L2-resident as they are in a decode step).
 #include "fusekit-moe-router.cuh"
@@ -156,7 +157,7 @@ int main(int argc, char ** argv) {
         p.norm = c.norm ? 1 : 0; p.clamp = c.norm ? 6.103515625e-5f : -INFINITY; p.scale = c.scale;
         p.sabotage = sabotage ? 1 : 0;
         void (*kernel)(fusekit_moe::RouterParams) = nullptr;
-        fusekit_moe::router_kernel_for<PlainHooks>(c.n_expert, &kernel);
+        fusekit_moe::router_kernel_for<PlainHooks, 0, false>(c.n_expert, &kernel);  // the argmax rounds
         if (kernel == nullptr || !fusekit_moe::router_supported(c.n_embd, c.n_expert, c.n_used)) {
             std::fprintf(stderr, "unsupported router case %s\n", c.what);
             return 2;
@@ -193,9 +194,9 @@ int main(int argc, char ** argv) {
         const Outcome plain = run_checked(kernel, c.what);
         // The experiment fusion-3-router-ahead: weights loaded before the wait (AHEAD = 4), checked the same way.
         void (*ahead_kernel)(fusekit_moe::RouterParams) = nullptr;
-        fusekit_moe::router_kernel_for<PlainHooks, 4>(c.n_expert, &ahead_kernel);
+        fusekit_moe::router_kernel_for<PlainHooks, 4, false>(c.n_expert, &ahead_kernel);
         const Outcome ahead = run_checked(ahead_kernel, "  (weights loaded ahead)");
-        // The experiment fusion-3-rank-select: the reference check, and the same bits as the plain kernel.
+        // The selection by rank (fusion-3's default): the reference check, and the same bits as the plain kernel.
         void (*rank_kernel)(fusekit_moe::RouterParams) = nullptr;
         fusekit_moe::router_kernel_for<PlainHooks, 0, true>(c.n_expert, &rank_kernel);
         const Outcome rank = run_checked(rank_kernel, "  (experts picked by rank)");

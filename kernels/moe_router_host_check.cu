@@ -1,5 +1,5 @@
-// Host-side check of the router's selection by rank (fusekit-moe-router.cuh, the experiment
-// fusion-3-rank-select), for machines without a GPU.
+// Host-side check of the router's selection by rank (fusekit-moe-router.cuh, fusion-3's default since session 13,
+// first the experiment fusion-3-rank-select), for machines without a GPU.
 //
 //   nvcc -O2 -std=c++17 -Ikernels -o moe_router_host_check kernels/moe_router_host_check.cu && ./moe_router_host_check [--sabotage]
 //

@@ -193,3 +193,28 @@ def test_smoke_keeps_a_variant_with_nan_log_probs_out_of_the_evals(tmp_path: Pat
     assert 'values="not checked"' in verdicts["fusion-2+sabotage-gdn-chains"]
     # ok_variants drops a variant whose smoke line holds " fail " (the evals, profiles and checks take ok_variants)
     assert " fail " in verdicts["fusion-5"] and " fail " not in verdicts["fusion-2+sabotage-gdn-chains"]
+
+
+def test_check_own_runs_a_fusions_checks_and_expects_its_sabotage_to_fail(tmp_path: Path) -> None:
+    """check-own runs the FOCUS fusions' own checks (their ops, fusion disabled, the sabotage build failing) without
+    the stack's: the next session checks the promoted fusion-3's sabotage on its own."""
+    home, batch = tmp_path / "home", tmp_path / "b"
+    _fake_binary(home, "fusion-3", 'echo "  1/1 tests passed"\n')
+    _fake_binary(home, "fusion-3+sabotage-moe-router", 'echo "  0/1 tests passed"; exit 1\n')
+    (batch / "results").mkdir(parents=True)
+    builds = '[{"variant": "stock"}, {"variant": "fusion-3"}, {"variant": "fusion-3+sabotage-moe-router"}]'
+    (batch / "results" / "builds.json").write_text(builds)
+    env = {"FUSEKIT_HOME": str(home), "FOCUS": "3", "VARIANTS": "fusion-3"}
+    done = _run(batch, "check-own", env)
+    assert done.returncode == 0, done.stderr
+    verdicts = {
+        line.split(" expect=")[0]: line.split(" :: ")[0].split()[1:]
+        for line in (batch / "results" / "checks.txt").read_text().splitlines()
+    }
+    assert verdicts["fusion-3-FUSEKIT_MOE_ROUTER"] == ["expect=pass", "rc=0", "failed_lines=0", "verdict=ok"]
+    assert verdicts["fusion-3-disabled"][0] == "expect=pass" and verdicts["fusion-3-disabled"][-1] == "verdict=ok"
+    assert (
+        verdicts["fusion-3-sabotage-router"][0] == "expect=fail"
+        and verdicts["fusion-3-sabotage-router"][-1] == "verdict=ok"
+    )
+    assert not any(name.startswith(("stack-", "mm-")) for name in verdicts)

@@ -102,3 +102,15 @@ def test_chunked_gdn_table_sets_step_2a_beside_step_1() -> None:
     assert second["case"] == "35B GDN layer, T=4096" and (second["step 2a"], second["prep pass"]) == ("150.00", "60.00")
     assert third["step 2a"] == "~~150.00~~"  # its check failed
     assert "279-289" in table.caption
+
+
+def test_chunked_gdn_table_reads_step_2as_first_h200_run() -> None:
+    """Session 13's program output as the H200 wrote it: step 2a beside step 1 in every case, the prep pass apart."""
+    data = json.loads(
+        (SESSION8.parent / "h200-2026-12-01-session13-on-their-own" / "chunked-gdn-standalone.json").read_text()
+    )
+    table = chunked_gdn_table("chunked-gdn-standalone.json", data)
+    assert table is not None and len(table.rows) == 3
+    long_prompt = dict(zip(table.headers, table.rows[1], strict=True))
+    assert "T=4096" in long_prompt["case"]
+    assert [long_prompt[h] for h in table.headers if h != "case"][:4] == ["14786.85", "2718.12", "2755.99", "1221.44"]
