@@ -110,6 +110,12 @@ int main(int argc, char ** argv) {
                                int(fusekit_gdn_tc::state_shared_bytes<32>())));
     CHECK(cudaFuncSetAttribute(fusekit_gdn_tc::chunked_gdn_tc_state<16>, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                int(fusekit_gdn_tc::state_shared_bytes<16>())));
+    // How many prep CTAs share an SM (session 13's first prep pass: one; the blocked solve's version is sized for two).
+    int prep_ctas_per_sm = 0;
+    CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&prep_ctas_per_sm, fusekit_gdn_tc::chunked_gdn_tc_prep,
+                                                        fusekit_gdn_tc::kPrepThreads, fusekit_gdn_tc::prep_shared_bytes()));
+    std::printf("prep pass: %zu bytes of shared memory, %d CTAs per SM\n", fusekit_gdn_tc::prep_shared_bytes(),
+                prep_ctas_per_sm);
     // TF32 keeps 10 of fp32's 23 mantissa bits (unit roundoff 4.9e-4): every chunk product of the two passes rounds
     // its inputs to that, and the state carries it from chunk to chunk (damped by the decays). A first limit of 1e-2
     // (20 roundoffs) separates it from a wrong result (the sabotage scores 4e-2 to 5e-1 on the host); it is to be
@@ -119,6 +125,7 @@ int main(int argc, char ** argv) {
     std::string json = "{\"device\": \"" + std::string(prop.name) + "\", \"sabotage\": " + (sabotage ? "true" : "false") +
                        ", \"chunk\": " + std::to_string(kChunk) + ", \"cols_per_cta\": " + std::to_string(kCols) +
                        ", \"threads\": " + std::to_string(kThreads) + ", \"shared_bytes\": " + std::to_string(smem) +
+                       ", \"prep_ctas_per_sm\": " + std::to_string(prep_ctas_per_sm) +
                        ", \"stock_serial_us_t4096_h200\": [279, 289], \"cases\": [";
     int checks = 0, failures = 0;
     for (const Case & c : cases) {

@@ -183,6 +183,103 @@ std::vector<float> chunked_cta(const Inputs & in, const Case & c, int nthr, bool
     return dst;
 }
 
+// The prep pass's blocked inverse (invert_unit_lower_blocked) against the specification's forward substitution, on
+// A as the prep pass builds it: beta_s exp(G_s - G_m) (k_s . k_m) below the diagonal, L-row chunks zero below row L.
+struct InverseInput {
+    int              L;
+    std::vector<double> A;  // kC x kC
+};
+
+// shared: the weight of one direction every key shares (0: independent keys, k_s . k_m about N(0, 1/128); 3: about
+// 0.9, the strongly coupled keys that make (I + A)^-1 grow).
+InverseInput make_inverse_input(std::mt19937 & rng, int L, double g_scale, double shared) {
+    using fusekit_gdn_tc::kC;
+    using fusekit_gdn_tc::kS;
+    std::normal_distribution<double>       normal(0.0, 1.0);
+    std::uniform_real_distribution<double> unit(0.0, 1.0);
+    std::vector<double>                    k(size_t(kC) * kS), G(kC), beta(kC), common(kS);
+    for (double & x : common) {
+        x = normal(rng) * shared;
+    }
+    double acc = 0;
+    for (int r = 0; r < kC; ++r) {
+        double norm = 0;
+        for (int i = 0; i < kS; ++i) {
+            k[size_t(r) * kS + i] = common[size_t(i)] + normal(rng);
+            norm += k[size_t(r) * kS + i] * k[size_t(r) * kS + i];
+        }
+        for (int i = 0; i < kS; ++i) {
+            k[size_t(r) * kS + i] /= std::sqrt(norm);  // L2-normalised keys, as the model's
+        }
+        acc -= g_scale * unit(rng);
+        G[r]    = acc;
+        beta[r] = 1.0 / (1.0 + std::exp(-1.5 * normal(rng)));
+    }
+    InverseInput in{L, std::vector<double>(size_t(kC) * kC, 0.0)};
+    for (int s = 0; s < L; ++s) {
+        for (int m = 0; m < s; ++m) {
+            double dot = 0;
+            for (int i = 0; i < kS; ++i) {
+                dot += k[size_t(s) * kS + i] * k[size_t(m) * kS + i];
+            }
+            in.A[size_t(s) * kC + m] = beta[s] * std::exp(G[s] - G[m]) * dot;
+        }
+    }
+    return in;
+}
+
+// The specification's forward substitution (prep_chunk_host), one column after another.
+std::vector<double> inverse_by_substitution(const std::vector<double> & A) {
+    using fusekit_gdn_tc::kC;
+    std::vector<double> P(size_t(kC) * kC, 0.0);
+    for (int col = 0; col < kC; ++col) {
+        for (int r = col; r < kC; ++r) {
+            double acc = 0;
+            for (int m = col; m < r; ++m) {
+                acc += A[size_t(r) * kC + m] * P[size_t(m) * kC + col];
+            }
+            P[size_t(r) * kC + col] = r == col ? 1.0 : -acc;
+        }
+    }
+    return P;
+}
+
+// The blocked inverse in Real, with nthr turn-taking workers (nthr = 1: one worker, no-op barrier).
+template <typename Real>
+std::vector<Real> inverse_blocked(const std::vector<double> & A64, int nthr, bool start_reversed, int sabotage) {
+    using fusekit_gdn_tc::kC;
+    const std::vector<Real> A(A64.begin(), A64.end());
+    std::vector<Real>       P(size_t(kC) * kC, Real(NAN)), X(size_t(kC) * kC, Real(NAN));
+    if (nthr == 1) {
+        fusekit_gdn_tc::invert_unit_lower_blocked(A.data(), P.data(), X.data(), 0, 1, NoBarrier{}, sabotage);
+        return P;
+    }
+    TurnTakingCta            cta(nthr, start_reversed);
+    std::vector<std::thread> workers;
+    for (int tid = 0; tid < nthr; ++tid) {
+        workers.emplace_back([&, tid] {
+            cta.wait_turn(tid);
+            fusekit_gdn_tc::invert_unit_lower_blocked(A.data(), P.data(), X.data(), tid, nthr, TurnBarrier{&cta, tid},
+                                                      sabotage);
+            cta.hand_over();
+        });
+    }
+    for (auto & t : workers) t.join();
+    return P;
+}
+
+template <typename Real> double max_relative_difference(const std::vector<Real> & x, const std::vector<double> & ref) {
+    double diff = 0, scale = 0;
+    for (size_t e = 0; e < ref.size(); ++e) {
+        diff  = std::max(diff, std::abs(double(x[e]) - ref[e]));  // NaN (an element never written) makes it NaN
+        scale = std::max(scale, std::abs(ref[e]));
+        if (std::isnan(double(x[e]))) {
+            return INFINITY;
+        }
+    }
+    return diff / scale;
+}
+
 }  // namespace
 
 int main(int argc, char ** argv) {
@@ -245,6 +342,37 @@ int main(int argc, char ** argv) {
             continue;  // the two passes take the 35B head size and chunks of 64 (the cache path: step 1 only, for now)
         }
         tally("two passes", two_pass<double>(in, c, sab), two_pass<float>(in, c, sab), in, ref, "  two passes (step 2a):");
+    }
+    // The prep pass's blocked inverse: a full chunk and a partial one (rows past L are zero), weak and strong decay.
+    // double: 1e-12 (two orders of the same sums); float: 1e-5 (P's entries are sums of products of up to 64 factors
+    // of size <= 1; measured about 1e-7); 256 turn-taking workers: bit-identical to one worker.
+    const struct { int L; double g_scale, shared; const char * what; } inverse_cases[] = {
+        {64, 0.05, 0.0, "full chunk, weak decay"},
+        {64, 0.02, 3.0, "full chunk, coupled keys"},
+        {64, 2.0, 0.0, "full chunk, strong decay"},
+        {37, 0.3, 1.0, "partial chunk, L = 37"}};
+    for (const auto & ic : inverse_cases) {
+        const InverseInput        in   = make_inverse_input(rng, ic.L, ic.g_scale, ic.shared);
+        const std::vector<double> spec = inverse_by_substitution(in.A);
+        const int                 sab  = sabotage ? 1 : 0;
+        const double              e_d  = max_relative_difference(inverse_blocked<double>(in.A, 1, false, sab), spec);
+        const auto                one  = inverse_blocked<float>(in.A, 1, false, sab);
+        const double              e_f  = max_relative_difference(one, spec);
+        std::printf("blocked inverse (%s): double %.1e, float %.1e against forward substitution\n", ic.what, e_d, e_f);
+        for (const double e : {e_d < 1e-12 ? 0.0 : 1.0, e_f < 1e-5 ? 0.0 : 1.0}) {
+            ++checks;
+            failures += e > 0 ? 1 : 0;
+        }
+        if (!sabotage) {
+            for (bool start_reversed : {false, true}) {
+                const auto cta = inverse_blocked<float>(in.A, 256, start_reversed, 0);
+                const bool ok  = std::memcmp(cta.data(), one.data(), one.size() * sizeof(float)) == 0;
+                ++checks;
+                failures += ok ? 0 : 1;
+                std::printf("  256 turn-taking workers, %s order first: %s\n", start_reversed ? "reverse" : "forward",
+                            ok ? "bit-identical to one worker" : "WRONG, differs from one worker");
+            }
+        }
     }
     if (!sabotage) {
         // The kernel's CTA shape: 256 workers, S = 128, C = 64, 32 columns; T = 150 is three chunks (the

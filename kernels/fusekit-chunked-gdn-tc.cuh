@@ -223,6 +223,72 @@ void state_pass_host(const fusekit_gdn::GdnParamsT<Out> & p, int b, int h, Real 
     }
 }
 
+// ---- P = (I + A)^-1 by 16 x 16 blocks (the prep pass's solve since session 13) ----------------------------------
+// Step 2a's first prep kernel solved for P one column per thread, a chain of up to 2,016 dependent shared-memory
+// FMAs (session 13 on the H200: about 78 us per prep CTA). With L = I + A unit lower and split into 16 x 16 blocks,
+// its inverse P satisfies sum_k L_ik P_kj = delta_ij, so
+//   P_ii = L_ii^-1                                  (forward substitution inside the block: 15 steps at most)
+//   P_ij = -P_ii X_ij,  X_ij = sum_{k=j..i-1} A_ik P_kj   (i > j, by distance d = i - j = 1, 2, 3 in turn:
+//                                                          every P_kj it reads is nearer the diagonal)
+// and every element of a phase is a dot product of at most 48 terms that no other element of the phase needs.
+// Phases are separated by `barrier` (__syncthreads in a CTA; the host check also runs 256 turn-taking workers).
+// A, P, X: kC x kC row-major; A strictly lower (read only), X scratch. sabotage (the host check's only) drops the
+// last term of every X_ij, so every block below the diagonal band comes out wrong.
+constexpr int kBlock  = 16;
+constexpr int kBlocks = kC / kBlock;
+
+template <typename Real, typename Barrier>
+FUSEKIT_GDN_HD void invert_unit_lower_blocked(const Real * A, Real * P, Real * X, int tid, int nthr, Barrier barrier,
+                                              int sabotage = 0) {
+    // the diagonal blocks, one column per worker item; the blocks above the diagonal are zero
+    for (int item = tid; item < kBlocks * kBlock; item += nthr) {
+        const int b0 = (item / kBlock) * kBlock, col = b0 + item % kBlock;
+        for (int r = b0; r < b0 + kBlock; ++r) {
+            Real v = r == col ? Real(1) : Real(0);
+            if (r > col) {
+                Real acc = 0;
+                for (int m = col; m < r; ++m) {
+                    acc += A[r * kC + m] * P[m * kC + col];
+                }
+                v = -acc;
+            }
+            P[r * kC + col] = v;
+        }
+    }
+    for (int idx = tid; idx < kC * kC; idx += nthr) {
+        const int r = idx / kC, c = idx % kC;
+        if (r / kBlock != c / kBlock) {
+            P[idx] = Real(0);  // above the diagonal: stays 0; below: written by its distance's phase
+        }
+    }
+    barrier();
+    for (int d = 1; d < kBlocks; ++d) {
+        // X_ij for every block pair at distance d (i = j + d)
+        for (int idx = tid; idx < (kBlocks - d) * kBlock * kBlock; idx += nthr) {
+            const int j = idx / (kBlock * kBlock), i = j + d;
+            const int r = i * kBlock + (idx / kBlock) % kBlock, c = j * kBlock + idx % kBlock;
+            const int m_end = i * kBlock - (sabotage ? 1 : 0);
+            Real      acc   = 0;
+            for (int m = j * kBlock; m < m_end; ++m) {  // the columns of blocks j .. i-1 of row r
+                acc += A[r * kC + m] * P[m * kC + c];
+            }
+            X[r * kC + c] = acc;
+        }
+        barrier();
+        // P_ij = -P_ii X_ij (P_ii unit lower)
+        for (int idx = tid; idx < (kBlocks - d) * kBlock * kBlock; idx += nthr) {
+            const int j = idx / (kBlock * kBlock), i = j + d;
+            const int r = i * kBlock + (idx / kBlock) % kBlock, c = j * kBlock + idx % kBlock;
+            Real      acc = X[r * kC + c];
+            for (int m = i * kBlock; m < r; ++m) {
+                acc += P[r * kC + m] * X[m * kC + c];
+            }
+            P[r * kC + c] = -acc;
+        }
+        barrier();
+    }
+}
+
 // ---- The device passes (TF32 wmma m16n16k8, fp32 accumulation) ---------------------------------------------------
 #if defined(__CUDACC__)
 
@@ -278,8 +344,22 @@ struct PrepShared {
     float  qk[kC * kC];
     double G[kC];
     float  beta[kC];
-    float  f[kC];
 };
+// 115,456 bytes: two CTAs fit on an sm_90 SM (2 x (115,456 + 1,024 reserved) <= 233,472). g is staged in pinv's first
+// row before the solve writes it; the sabotage factor f is recomputed where it is used (see sabotage_factor).
+static_assert(sizeof(PrepShared) <= 115456, "the prep pass must keep two CTAs per SM on sm_90");
+
+// f of the sabotage switch: 1 / (1 + beta_r |k_r|^2) (the causal mask taking the diagonal, as in step 1), else 1.
+__device__ inline float sabotage_factor(const PrepShared & sh, int r, int sabotage) {
+    if (sabotage != fusekit_gdn::kSabotageMaskDiagonal) {
+        return 1.0f;
+    }
+    float kk = 0.0f;
+    for (int i = 0; i < kS; ++i) {
+        kk += sh.k[r * kS + i] * sh.k[r * kS + i];
+    }
+    return 1.0f / (1.0f + sh.beta[r] * kk);
+}
 
 __global__ void __launch_bounds__(kPrepThreads) chunked_gdn_tc_prep(GdnParams p, float * records, int sabotage) {
     extern __shared__ __align__(128) unsigned char shared_prep[];
@@ -289,23 +369,27 @@ __global__ void __launch_bounds__(kPrepThreads) chunked_gdn_tc_prep(GdnParams p,
     const int    t0 = c * kC, L = p.T - t0 < kC ? p.T - t0 : kC;
     float *      rec = records + record_index(p, b, h, c) * Record::floats;
 
-    // stage keys and queries (rows past the chunk's end are zero), beta, G (float64 prefix by thread 0)
+    // stage keys and queries (rows past the chunk's end are zero), g and beta
     for (int idx = tid; idx < kC * kS; idx += nthr) {
         const int r = idx / kS, i = idx % kS;
         sh.k[idx]  = r < L ? key_at(p, b, h, t0 + r, i) : 0.0f;
         sh.qb[idx] = r < L ? query_at(p, b, h, t0 + r, i) : 0.0f;
     }
-    if (tid == 0) {
-        double acc = 0;
-        for (int r = 0; r < kC; ++r) {
-            acc += r < L ? double(p.g[gate_index(p, b, h, t0 + r)]) : 0.0;
-            sh.G[r] = acc;
-        }
-    }
-    for (int r = tid; r < kC; r += nthr) {
+    for (int r = tid; r < kC; r += nthr) {  // every thread its own gate loads (one thread's 64 in a row took ~13 us)
+        sh.pinv[r] = r < L ? p.g[gate_index(p, b, h, t0 + r)] : 0.0f;  // g, until the solve writes P
         sh.beta[r] = r < L ? p.beta[gate_index(p, b, h, t0 + r)] : 0.0f;
     }
     __syncthreads();
+    if (tid < 32) {  // G = inclusive prefix sum of g in float64, two tokens per lane, by warp 0 (read after the products)
+        const double first = double(sh.pinv[2 * tid]), pair = first + double(sh.pinv[2 * tid + 1]);
+        double       scan  = pair;
+        for (int offset = 1; offset < 32; offset *= 2) {
+            const double below = __shfl_up_sync(0xffffffffu, scan, offset);
+            scan += tid >= offset ? below : 0.0;
+        }
+        sh.G[2 * tid]     = scan - pair + first;
+        sh.G[2 * tid + 1] = scan;
+    }
 
     // A_raw = K K^T, QK_raw = Q K^T (K^T: the key rows read as a column-major matrix)
     tile_products<FragA, FragBt>(
@@ -318,10 +402,8 @@ __global__ void __launch_bounds__(kPrepThreads) chunked_gdn_tc_prep(GdnParams p,
         [&](int tm, int tn, FragAcc & acc) { wmma::store_matrix_sync(sh.qk + tm * 16 * kC + tn * 16, acc, kC, wmma::mem_row_major); });
     __syncthreads();
 
-    // masks and decays; the record's QKm, Qe, Kend, eG, G; f (sabotage) from A's diagonal before it is masked
+    // masks and decays; the record's QKm, Qe, Kend, eG, G
     for (int r = tid; r < kC; r += nthr) {
-        const float kk = sh.a[r * kC + r];
-        sh.f[r] = sabotage == fusekit_gdn::kSabotageMaskDiagonal ? 1.0f / (1.0f + sh.beta[r] * kk) : 1.0f;
         reinterpret_cast<double *>(rec + Record::G)[r] = sh.G[r];
         rec[Record::eG + r] = r < L ? float(exp(sh.G[r])) : 0.0f;
     }
@@ -337,32 +419,18 @@ __global__ void __launch_bounds__(kPrepThreads) chunked_gdn_tc_prep(GdnParams p,
         rec[Record::Qe + idx]   = real_row ? expf(float(sh.G[r])) * sh.qb[idx] : 0.0f;
         rec[Record::Kend + idx] = real_row ? expf(float(sh.G[L - 1] - sh.G[r])) * sh.k[idx] : 0.0f;
     }
-    __syncthreads();  // f is read below; A's diagonal is about to be masked
+    __syncthreads();  // the record's QKm holds QK now; A is about to be masked
     for (int idx = tid; idx < kC * kC; idx += nthr) {
         const int s = idx / kC, m = idx % kC;
         sh.a[idx] = m < s && s < L ? sh.beta[s] * expf(float(sh.G[s] - sh.G[m])) * sh.a[idx] : 0.0f;
     }
     __syncthreads();
 
-    // P = (I + A)^-1 (one column per thread of the first two warps), while the others scale the keys into qb
-    if (tid < kC) {
-        const int col = tid;
-        for (int r = 0; r < kC; ++r) {
-            float v = r == col ? 1.0f : 0.0f;
-            if (r > col) {
-                float s = 0.0f;
-                for (int m = col; m < r; ++m) {
-                    s += sh.a[r * kC + m] * sh.pinv[m * kC + col];
-                }
-                v = -s;
-            }
-            sh.pinv[r * kC + col] = v;
-        }
-    } else {
-        for (int idx = tid - kC; idx < kC * kS; idx += nthr - kC) {
-            const int r = idx / kS;
-            sh.qb[idx]  = r < L ? sh.beta[r] * expf(float(sh.G[r])) * sh.f[r] * sh.k[idx] : 0.0f;
-        }
+    // P = (I + A)^-1 by 16 x 16 blocks (QK's buffer is free again: the record holds QKm), then the keys scaled into qb
+    invert_unit_lower_blocked(sh.a, sh.pinv, sh.qk, tid, nthr, fusekit_gdn::CtaBarrier{});
+    for (int idx = tid; idx < kC * kS; idx += nthr) {
+        const int r = idx / kS;
+        sh.qb[idx]  = r < L ? sh.beta[r] * expf(float(sh.G[r])) * sabotage_factor(sh, r, sabotage) * sh.k[idx] : 0.0f;
     }
     __syncthreads();
 
@@ -374,7 +442,7 @@ __global__ void __launch_bounds__(kPrepThreads) chunked_gdn_tc_prep(GdnParams p,
     __syncthreads();
     for (int idx = tid; idx < kC * kS; idx += nthr) {
         const int r = idx / kS, j = idx % kS;
-        sh.qb[idx]  = r < L ? sh.beta[r] * sh.f[r] * value_at(p, b, h, t0 + r, j) : 0.0f;
+        sh.qb[idx]  = r < L ? sh.beta[r] * sabotage_factor(sh, r, sabotage) * value_at(p, b, h, t0 + r, j) : 0.0f;
     }
     __syncthreads();
     // U0 = P (diag(beta f) V)
