@@ -89,12 +89,15 @@ def moe_router_table(source: str, data: dict[str, Any]) -> TimingTable | None:
 
 
 STEP_2A = " (step 2a, TF32 two passes)"
+STEP_2B = " (step 2b, three passes)"
 
 
 def chunked_gdn_table(source: str, data: dict[str, Any]) -> TimingTable | None:
-    """Per case: the step-1 fp32 kernel and step 2a's two tensor-core passes (µs per layer), with their errors."""
+    """Per case: the step-1 fp32 kernel, step 2a's two tensor-core passes and, where the program ran it, step 2b's
+    three (prep, chain, output) (µs per layer), with their errors."""
     cases = data.get("cases", [])
     step_2a = {case["what"].removesuffix(STEP_2A): case for case in cases if case["what"].endswith(STEP_2A)}
+    step_2b = {case["what"].removesuffix(STEP_2B): case for case in cases if case["what"].endswith(STEP_2B)}
     if not step_2a:
         return None
     rows = []
@@ -102,25 +105,39 @@ def chunked_gdn_table(source: str, data: dict[str, Any]) -> TimingTable | None:
         two = step_2a.get(case["what"])
         if two is None:
             continue
-        step_1 = _us({"us": case["median_us"], "ok": case["ok"]})
-        rows.append(
-            [
-                case["what"],
-                step_1,
-                _us({"us": two["median_us"], "ok": two["ok"]}),
-                _us({"us": two["median_us_16_columns"], "ok": two["ok"]}),
-                f"{two['prep_median_us']:.2f}",
-                f"{two['err_out']:.1e} / {two['err_state']:.1e} (limit {two['tolerance']:.0e})",
-            ]
-        )
+        row = [
+            case["what"],
+            _us({"us": case["median_us"], "ok": case["ok"]}),
+            _us({"us": two["median_us"], "ok": two["ok"]}),
+            _us({"us": two["median_us_16_columns"], "ok": two["ok"]}),
+            f"{two['prep_median_us']:.2f}",
+            f"{two['err_out']:.1e} / {two['err_state']:.1e} (limit {two['tolerance']:.0e})",
+        ]
+        if step_2b:
+            three = step_2b.get(case["what"])
+            row += (
+                [
+                    _us({"us": three["median_us"], "ok": three["ok"]}),
+                    f"{three['chain_median_us']:.2f}",
+                    f"{three['output_median_us']:.2f}",
+                    f"{three['err_out']:.1e} / {three['err_state']:.1e}",
+                ]
+                if three
+                else ["", "", "", ""]
+            )
+        rows.append(row)
     stock = data.get("stock_serial_us_t4096_h200")
     caption = (
         "µs per gated-delta-net layer: step 1 (fp32, one CTA per column slice, chunks in turn) and step 2a (a prep "
         "pass over all chunks, then the state pass; 32 or 16 value columns per CTA)"
     )
+    if step_2b:
+        caption += "; step 2b (the prep pass, the chain of chunk states, then the output pass over all chunks)"
     if stock:
         caption += f"; stock's serial kernel took {stock[0]}-{stock[1]} µs at T = 4096 (issue #10)"
     headers = ["case", "step 1", "step 2a", "step 2a, 16 columns", "prep pass", "step 2a error out / state"]
+    if step_2b:
+        headers += ["step 2b", "chain", "output pass", "step 2b error out / state"]
     return TimingTable(source, caption, headers, rows)
 
 

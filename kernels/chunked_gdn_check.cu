@@ -72,6 +72,26 @@ template <int N> void launch_two_pass(const GdnParams & p, float * records, int 
     chunked_gdn_tc_state<N><<<state_grid, kStateThreads, state_shared_bytes<N>()>>>(p, records);
 }
 
+// Step 2b: the same prep pass, then the chain with N value columns per CTA (the chunk states and U), then the output
+// pass over every chunk; states holds fusekit_gdn_tc::states_floats floats.
+template <int N> void launch_chain(const GdnParams & p, float * records, float * states) {
+    using namespace fusekit_gdn_tc;
+    const dim3 chain_grid(unsigned(kS / N), unsigned(p.H_v), unsigned(p.B));
+    chunked_gdn_tc_chain<N><<<chain_grid, kStateThreads, chain_shared_bytes<N>()>>>(p, records, states);
+}
+void launch_output(const GdnParams & p, const float * records, const float * states) {
+    using namespace fusekit_gdn_tc;
+    const dim3 grid(unsigned(chunk_count(p.T)), unsigned(p.H_v), unsigned(p.B));
+    chunked_gdn_tc_output<<<grid, kStateThreads, output_shared_bytes()>>>(p, records, states);
+}
+void launch_split(const GdnParams & p, float * records, float * states, int sabotage) {
+    using namespace fusekit_gdn_tc;
+    const dim3 prep_grid(unsigned(chunk_count(p.T)), unsigned(p.H_v), unsigned(p.B));
+    chunked_gdn_tc_prep<<<prep_grid, kPrepThreads, prep_shared_bytes()>>>(p, records, sabotage);
+    launch_chain<32>(p, records, states);
+    launch_output(p, records, states);
+}
+
 double chunked_flops(const Case & c) {
     const double S = c.S, C = kChunk, chunks = double((c.T + kChunk - 1) / kChunk);
     // per chunk and value head: K S0, Q S0, K^T U (C S S each); K K^T, Q K^T, P R, (QK) U (C C S / 2 each)
@@ -110,6 +130,10 @@ int main(int argc, char ** argv) {
                                int(fusekit_gdn_tc::state_shared_bytes<32>())));
     CHECK(cudaFuncSetAttribute(fusekit_gdn_tc::chunked_gdn_tc_state<16>, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                int(fusekit_gdn_tc::state_shared_bytes<16>())));
+    CHECK(cudaFuncSetAttribute(fusekit_gdn_tc::chunked_gdn_tc_chain<32>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                               int(fusekit_gdn_tc::chain_shared_bytes<32>())));
+    CHECK(cudaFuncSetAttribute(fusekit_gdn_tc::chunked_gdn_tc_output, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                               int(fusekit_gdn_tc::output_shared_bytes())));
     // How many prep CTAs share an SM (session 13's first prep pass: one; the blocked solve's version is sized for two).
     int prep_ctas_per_sm = 0;
     CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&prep_ctas_per_sm, fusekit_gdn_tc::chunked_gdn_tc_prep,
@@ -208,6 +232,36 @@ int main(int argc, char ** argv) {
                       c.what, c.T, c.B, c.K, tc_out, tc_state, kTolTc, tc_ok_out && tc_ok_state ? "true" : "false", tc32, tc16,
                       prep, (long long) (fusekit_gdn_tc::workspace_floats(p) * 4));
         json += row;
+
+        // step 2b: the chain and the output pass after the same prep pass, checked against the same reference, timed
+        // whole and by pass (the chain alone rewrites U over U0 on every call: its values drift, its time does not)
+        float * d_states = nullptr;
+        CHECK(cudaMalloc(&d_states, size_t(fusekit_gdn_tc::states_floats(p)) * sizeof(float)));
+        std::fill(out.begin(), out.end(), float(kSentinel));
+        CHECK(cudaMemcpy(d_dst, out.data(), out.size() * sizeof(float), cudaMemcpyHostToDevice));
+        launch_split(p, d_records, d_states, sabotage ? kSabotageMaskDiagonal : kSabotageNone);
+        CHECK(cudaGetLastError());
+        CHECK(cudaDeviceSynchronize());
+        CHECK(cudaMemcpy(out.data(), d_dst, out.size() * sizeof(float), cudaMemcpyDeviceToHost));
+        const double sp_out   = rel_error(out, ref, 0, in.attn_elems);
+        const double sp_state = rel_error(out, ref, in.attn_elems, in.dst_elems);
+        const bool   sp_ok_out = sp_out < kTolTc, sp_ok_state = sp_state < kTolTc;
+        checks += 2;
+        failures += (sp_ok_out ? 0 : 1) + (sp_ok_state ? 0 : 1);
+        const double split  = fusekit_standalone::median(time_launches([&] { launch_split(p, d_records, d_states, 0); }));
+        const double output = fusekit_standalone::median(time_launches([&] { launch_output(p, d_records, d_states); }));
+        const double chain  = fusekit_standalone::median(time_launches([&] { launch_chain<32>(p, d_records, d_states); }));
+        std::printf("  step 2b, prep + chain + output: out err %.2e %s, state err %.2e %s, %.1f us (chain alone %.1f us, "
+                    "output pass alone %.1f us)\n",
+                    sp_out, sp_ok_out ? "ok" : "FAIL", sp_state, sp_ok_state ? "ok" : "FAIL", split, chain, output);
+        std::snprintf(row, sizeof(row),
+                      ", {\"what\": \"%s (step 2b, three passes)\", \"T\": %d, \"B\": %d, \"K\": %d, "
+                      "\"err_out\": %.3e, \"err_state\": %.3e, \"tolerance\": %.0e, \"ok\": %s, \"median_us\": %.2f, "
+                      "\"chain_median_us\": %.2f, \"output_median_us\": %.2f, \"states_bytes\": %lld}",
+                      c.what, c.T, c.B, c.K, sp_out, sp_state, kTolTc, sp_ok_out && sp_ok_state ? "true" : "false", split,
+                      chain, output, (long long) (fusekit_gdn_tc::states_floats(p) * 4));
+        json += row;
+        CHECK(cudaFree(d_states));
         CHECK(cudaFree(d_records));
         for (const float * d : {p.q, p.k, p.v, p.g, p.beta, p.state}) {
             CHECK(cudaFree(const_cast<float *>(d)));

@@ -10,8 +10,9 @@
 //           tiling h % H_k, q/k sequence b / rq3, transposed state, scale on the output, slot mapping)
 //   chunked<double>  the kernel's own __host__ __device__ phases, run with one worker and a no-op barrier
 //   chunked<float>   the same phases in float, as the CUDA kernel runs them
-// and, where S = 128 (the tensor-core kernels' shape; not the fused cache-write case yet), step 2a's two passes in
-// their plain-loop specification (fusekit-chunked-gdn-tc.cuh), in double and float, against the same reference.
+// and, where S = 128 (the tensor-core kernels' shape; not the fused cache-write case yet), step 2a's two passes and
+// step 2b's split (records, chain, output pass) in their plain-loop specification (fusekit-chunked-gdn-tc.cuh), in
+// double and float, against the same reference; and the prep pass's blocked inverse against forward substitution.
 // Inputs look like the model's: q and k rows L2-normalized (build_gdn_l2_norm), v ~ N(0, 1), beta =
 // sigmoid(N(0, 1.5)) in (0, 1), g = -exp(U(ln 1e-3, ln 4)) <= 0 with some exact zeros (no decay),
 // state ~ N(0, 0.3). q/k live in padded buffers and v in a packed "qkv"-like buffer with a padded
@@ -114,6 +115,31 @@ std::vector<Real> two_pass(const Inputs & in, const Case & c, int sabotage) {
                 fusekit_gdn_tc::prep_chunk_host<Real>(p, b, h, ch, sabotage, rec);
             }
             fusekit_gdn_tc::state_pass_host<Real>(p, b, h, records.data());
+        }
+    return dst;
+}
+
+// Step 2b's split (fusekit-chunked-gdn-tc.cuh): the records as step 2a's, then the chain of every (sequence, head), which
+// writes the chunk states and U over U0, then the output pass of every chunk.
+template <typename Real>
+std::vector<Real> three_pass(const Inputs & in, const Case & c, int sabotage) {
+    std::vector<Real> dst(in.dst_elems, Real(kSentinel));
+    GdnParamsT<Real>  p;
+    std::memcpy(static_cast<void *>(&p), &in.p, sizeof(p));
+    point_output_at_dst(p, dst.data());
+    const int64_t     chunks = fusekit_gdn_tc::chunk_count(c.T);
+    std::vector<Real> records(size_t(int64_t(c.B) * c.H_v * chunks * fusekit_gdn_tc::Record::floats), Real(NAN));
+    std::vector<Real> states(size_t(int64_t(c.B) * c.H_v * chunks * fusekit_gdn_tc::kS * fusekit_gdn_tc::kS), Real(NAN));
+    for (int b = 0; b < c.B; ++b)
+        for (int h = 0; h < c.H_v; ++h) {
+            for (int ch = 0; ch < chunks; ++ch) {
+                Real * rec = records.data() + fusekit_gdn_tc::record_index(p, b, h, ch) * fusekit_gdn_tc::Record::floats;
+                fusekit_gdn_tc::prep_chunk_host<Real>(p, b, h, ch, sabotage, rec);
+            }
+            fusekit_gdn_tc::chain_host<Real>(p, b, h, records.data(), states.data());
+            for (int ch = 0; ch < chunks; ++ch) {
+                fusekit_gdn_tc::output_host<Real>(p, b, h, ch, records.data(), states.data());
+            }
         }
     return dst;
 }
@@ -342,6 +368,8 @@ int main(int argc, char ** argv) {
             continue;  // the two passes take the 35B head size and chunks of 64 (the cache path: step 1 only, for now)
         }
         tally("two passes", two_pass<double>(in, c, sab), two_pass<float>(in, c, sab), in, ref, "  two passes (step 2a):");
+        tally("chain and output", three_pass<double>(in, c, sab), three_pass<float>(in, c, sab), in, ref,
+              "  chain and output (step 2b):");
     }
     // The prep pass's blocked inverse: a full chunk and a partial one (rows past L are zero), weak and strong decay.
     // double: 1e-12 (two orders of the same sums); float: 1e-5 (P's entries are sums of products of up to 64 factors

@@ -25,6 +25,7 @@
 #include <cstdint>
 
 #if defined(__CUDACC__)
+#include <cuda_pipeline.h>
 #include <mma.h>
 #endif
 
@@ -219,6 +220,101 @@ void state_pass_host(const fusekit_gdn::GdnParamsT<Out> & p, int b, int h, Real 
                 }
                 S0[i][j] = st;
             }
+        }
+    }
+}
+
+// ---- Step 2b's split of the state pass (after session 13): a chain, then an output pass -----------------------------
+// Step 2a's state pass computes each chunk's output inside its chunk-after-chunk loop, so the output's products (Qe S0,
+// QKm U) and their 48 KB of record per chunk sit on the sequential path. Step 2b keeps only the state on it, as fla does:
+//   chain   per (column slice, head, sequence), chunk after chunk: writes the chunk-start state S0 of every chunk
+//           (states: kS x kS floats per chunk, S0[i][j] row-major) and U = U0 - W S0 over the record's U0, then
+//           S0 <- e^{G_last} S0 + Kend^T U, and the snapshot slots.
+//   output  per (chunk, head, sequence), all at once: o = scale (Qe S0 + QKm U) from the record and the chunk's state.
+inline int64_t states_floats(const GdnParams & p) {
+    return int64_t(p.B) * p.H_v * chunk_count(p.T) * kS * kS;
+}
+
+template <typename Real, typename Out>
+void chain_host(const fusekit_gdn::GdnParamsT<Out> & p, int b, int h, Real * records, Real * states) {
+    static thread_local Real S0[kS][kS], U[kC][kS];
+    const float * s_in = p.state + (int64_t(b) * p.H_v + h) * kS * kS;
+    for (int i = 0; i < kS; ++i) {
+        for (int j = 0; j < kS; ++j) {
+            S0[i][j] = Real(s_in[int64_t(j) * kS + i]);
+        }
+    }
+    for (int c = 0; c < (p.T + kC - 1) / kC; ++c) {
+        Real *    rec = records + record_index(p, b, h, c) * Record::floats;
+        Real *    st  = states + record_index(p, b, h, c) * kS * kS;
+        const int t0 = c * kC, L = p.T - t0 < kC ? p.T - t0 : kC;
+        double    G[kC];
+        for (int r = 0; r < kC; ++r) {
+            G[r] = record_G(rec, r);
+        }
+        for (int i = 0; i < kS; ++i) {
+            for (int j = 0; j < kS; ++j) {
+                st[i * kS + j] = S0[i][j];
+            }
+        }
+        for (int s = 0; s < kC; ++s) {
+            for (int j = 0; j < kS; ++j) {
+                Real ws = 0;
+                for (int i = 0; i < kS; ++i) {
+                    ws += rec[Record::W + s * kS + i] * S0[i][j];
+                }
+                U[s][j] = rec[Record::U0 + s * kS + j] - ws;
+            }
+        }
+        for (int s = 0; s < kC; ++s) {
+            for (int j = 0; j < kS; ++j) {
+                rec[Record::U0 + s * kS + j] = U[s][j];  // the output pass reads U where U0 was
+            }
+        }
+        for (int r = 0; r < L; ++r) {
+            const int slot = p.T - 1 - (t0 + r);
+            if (slot >= p.K) {
+                continue;
+            }
+            Out * out = p.state_out + slot * p.state_slot_stride + (int64_t(b) * p.H_v + h) * kS * kS;
+            for (int j = 0; j < kS; ++j) {
+                for (int i = 0; i < kS; ++i) {
+                    Real x = Real(std::exp(G[r])) * S0[i][j];
+                    for (int s = 0; s <= r; ++s) {
+                        x += Real(std::exp(G[r] - G[s])) * Real(key_at(p, b, h, t0 + s, i)) * U[s][j];
+                    }
+                    out[int64_t(j) * kS + i] = Out(x);
+                }
+            }
+        }
+        const Real decay = Real(std::exp(G[L - 1]));
+        for (int i = 0; i < kS; ++i) {
+            for (int j = 0; j < kS; ++j) {
+                Real x = decay * S0[i][j];
+                for (int s = 0; s < kC; ++s) {
+                    x += rec[Record::Kend + s * kS + i] * U[s][j];
+                }
+                S0[i][j] = x;
+            }
+        }
+    }
+}
+
+template <typename Real, typename Out>
+void output_host(const fusekit_gdn::GdnParamsT<Out> & p, int b, int h, int c, const Real * records, const Real * states) {
+    const Real * rec = records + record_index(p, b, h, c) * Record::floats;
+    const Real * st  = states + record_index(p, b, h, c) * kS * kS;
+    const int    t0 = c * kC, L = p.T - t0 < kC ? p.T - t0 : kC;
+    for (int r = 0; r < L; ++r) {
+        for (int j = 0; j < kS; ++j) {
+            Real o = 0;
+            for (int i = 0; i < kS; ++i) {
+                o += rec[Record::Qe + r * kS + i] * st[i * kS + j];
+            }
+            for (int s = 0; s <= r; ++s) {
+                o += rec[Record::QKm + r * kC + s] * rec[Record::U0 + s * kS + j];
+            }
+            p.dst[((int64_t(b) * p.T + t0 + r) * p.H_v + h) * kS + j] = Out(o * Real(p.scale));
         }
     }
 }
@@ -553,6 +649,195 @@ __global__ void __launch_bounds__(kStateThreads) chunked_gdn_tc_state(GdnParams 
         __syncthreads();
     }
 #endif
+}
+
+// ---- Step 2b's chain and output pass (device); their specification is chain_host and output_host above ----------
+// Shared memory of the chain for N value columns: the next chunk's W, Kend and U0 slice arrive by cp.async while this
+// chunk's products run (two buffers), the state slice and U of this chunk (168 KB at N = 32).
+template <int N> struct ChainShared {
+    float w[2][kC * kS];     // W of chunk c (buffer c & 1)
+    float kend[2][kC * kS];  // Kend of chunk c
+    float u0[2][kC * N];     // the slice's columns of U0, [s][jj]
+    float s0[kS * N];        // S0[i][jj], row-major, ld N
+    float u[kC * N];         // U[s][jj]
+};
+
+template <int N>
+__global__ void __launch_bounds__(kStateThreads) chunked_gdn_tc_chain(GdnParams p, float * records, float * states) {
+    extern __shared__ __align__(128) unsigned char shared_chain[];
+    ChainShared<N> & sh  = *reinterpret_cast<ChainShared<N> *>(shared_chain);
+    const int        j0 = int(blockIdx.x) * N, h = int(blockIdx.y), b = int(blockIdx.z);
+    const int        tid = int(threadIdx.x), nthr = int(blockDim.x);
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+    const int warp = tid / 32, warps = nthr / 32;
+    const int chunks = (p.T + kC - 1) / kC;
+    // the record operands of chunk c into buffer buf, 16 bytes per copy (records are 32-byte aligned, j0 a multiple of 16)
+    auto stage = [&](int c, int buf) {
+        const float * rec = records + record_index(p, b, h, c) * Record::floats;
+        for (int idx = tid; idx < kC * kS / 4; idx += nthr) {
+            __pipeline_memcpy_async(sh.w[buf] + 4 * idx, rec + Record::W + 4 * idx, 16);
+            __pipeline_memcpy_async(sh.kend[buf] + 4 * idx, rec + Record::Kend + 4 * idx, 16);
+        }
+        for (int idx = tid; idx < kC * N / 4; idx += nthr) {
+            const int s = idx / (N / 4), q4 = idx % (N / 4);
+            __pipeline_memcpy_async(sh.u0[buf] + s * N + 4 * q4, rec + Record::U0 + s * kS + j0 + 4 * q4, 16);
+        }
+        __pipeline_commit();
+    };
+    stage(0, 0);
+    const float * s_in = p.state + (int64_t(b) * p.H_v + h) * kS * kS;
+    for (int idx = tid; idx < kS * N; idx += nthr) {
+        const int i = idx / N, jj = idx % N;
+        sh.s0[idx]  = s_in[int64_t(j0 + jj) * kS + i];
+    }
+    for (int c = 0; c < chunks; ++c) {
+        const int buf = c & 1;
+        if (c + 1 < chunks) {
+            stage(c + 1, buf ^ 1);  // buffer buf ^ 1 was last read in chunk c - 1, before its closing barrier
+            __pipeline_wait_prior(1);
+        } else {
+            __pipeline_wait_prior(0);
+        }
+        __syncthreads();  // chunk c's operands and S0 are in place for every warp
+        float *        rec = records + record_index(p, b, h, c) * Record::floats;
+        const double * G   = reinterpret_cast<const double *>(rec + Record::G);
+        const int      t0 = c * kC, L = p.T - t0 < kC ? p.T - t0 : kC;
+
+        // the chunk-start state for the output pass; U = U0 - W S0
+        float * st = states + record_index(p, b, h, c) * kS * kS + j0;
+        for (int idx = tid; idx < kS * N; idx += nthr) {
+            st[(idx / N) * kS + idx % N] = sh.s0[idx];
+        }
+        tile_products<FragA, FragB>(
+            4, N / 16, kS / 8, [&](int tm, int kk) { return sh.w[buf] + tm * 16 * kS + kk * 8; }, kS,
+            [&](int kk, int tn) { return sh.s0 + kk * 8 * N + tn * 16; }, N, [&](int tm, int tn, FragAcc & ws) {
+                FragAcc u0;
+                wmma::load_matrix_sync(u0, sh.u0[buf] + tm * 16 * N + tn * 16, N, wmma::mem_row_major);
+                for (int e = 0; e < u0.num_elements; ++e) {
+                    u0.x[e] -= ws.x[e];
+                }
+                wmma::store_matrix_sync(sh.u + tm * 16 * N + tn * 16, u0, N, wmma::mem_row_major);
+            });
+        __syncthreads();
+
+        // the new state's tiles, held in registers until every warp is done reading S0 and U
+        constexpr int kStateTiles = (kS / 16) * (N / 16);
+        constexpr int kMaxPerWarp = (kStateTiles + 7) / 8;
+        FragAcc       next[kMaxPerWarp];
+        const float   decay = float(exp(G[L - 1]));
+        for (int n = 0, tile = warp; tile < kStateTiles; tile += warps, ++n) {
+            const int tm = tile / (N / 16), tn = tile % (N / 16);
+            wmma::load_matrix_sync(next[n], sh.s0 + tm * 16 * N + tn * 16, N, wmma::mem_row_major);
+            for (int e = 0; e < next[n].num_elements; ++e) {
+                next[n].x[e] *= decay;
+            }
+            for (int kk = 0; kk < kC / 8; ++kk) {
+                FragAt a;  // Kend^T: Kend's rows read as a column-major [kS][kC]
+                FragB  bf;
+                wmma::load_matrix_sync(a, sh.kend[buf] + kk * 8 * kS + tm * 16, kS);
+                wmma::load_matrix_sync(bf, sh.u + kk * 8 * N + tn * 16, N);
+                to_tf32(a);
+                to_tf32(bf);
+                wmma::mma_sync(next[n], a, bf, next[n]);
+            }
+        }
+        // U over the record's U0 (this slice's columns), and the snapshot slots of the sequence's last K tokens
+        for (int idx = tid; idx < kC * N; idx += nthr) {
+            rec[Record::U0 + (idx / N) * kS + j0 + idx % N] = sh.u[idx];
+        }
+        for (int r = 0; r < L; ++r) {
+            const int slot = p.T - 1 - (t0 + r);
+            if (slot >= p.K) {
+                continue;
+            }
+            float * out = p.state_out + slot * p.state_slot_stride + (int64_t(b) * p.H_v + h) * kS * kS + int64_t(j0) * kS;
+            for (int idx = tid; idx < N * kS; idx += nthr) {
+                const int jj = idx / kS, i = idx % kS;
+                float     x  = float(exp(G[r])) * sh.s0[i * N + jj];
+                for (int s = 0; s <= r; ++s) {
+                    x += expf(float(G[r] - G[s])) * key_at(p, b, h, t0 + s, i) * sh.u[s * N + jj];
+                }
+                out[idx] = x;
+            }
+        }
+        __syncthreads();  // S0, U and buffer buf are read; the new state replaces S0
+        for (int n = 0, tile = warp; tile < kStateTiles; tile += warps, ++n) {
+            const int tm = tile / (N / 16), tn = tile % (N / 16);
+            wmma::store_matrix_sync(sh.s0 + tm * 16 * N + tn * 16, next[n], N, wmma::mem_row_major);
+        }
+    }
+#endif
+}
+
+// Shared memory of the output pass: the chunk's state and U (96 KB: two CTAs per SM); the result tiles reuse s0.
+struct OutputShared {
+    float s0[kS * kS];  // S0[i][j], row-major
+    float u[kC * kS];   // U[s][j]
+};
+
+__global__ void __launch_bounds__(kStateThreads) chunked_gdn_tc_output(GdnParams p, const float * records,
+                                                                        const float * states) {
+    extern __shared__ __align__(128) unsigned char shared_output[];
+    OutputShared & sh  = *reinterpret_cast<OutputShared *>(shared_output);
+    const int      c = int(blockIdx.x), h = int(blockIdx.y), b = int(blockIdx.z);
+    const int      tid = int(threadIdx.x), nthr = int(blockDim.x);
+    const float *  rec = records + record_index(p, b, h, c) * Record::floats;
+    const float *  st  = states + record_index(p, b, h, c) * kS * kS;
+    const int      t0 = c * kC, L = p.T - t0 < kC ? p.T - t0 : kC;
+    for (int idx = tid; idx < kS * kS / 4; idx += nthr) {
+        reinterpret_cast<float4 *>(sh.s0)[idx] = reinterpret_cast<const float4 *>(st)[idx];
+    }
+    for (int idx = tid; idx < kC * kS / 4; idx += nthr) {
+        reinterpret_cast<float4 *>(sh.u)[idx] = reinterpret_cast<const float4 *>(rec + Record::U0)[idx];
+    }
+    __syncthreads();
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+    // warp w: row tile w / 2 of the 4, column tiles 4 (w % 2) .. 4 (w % 2) + 3 of the 8; each Qe / QKm fragment is
+    // loaded once (from the record, in L2 since the prep pass) and used for its four column tiles
+    const int tm = (tid / 32) / 2, tn0 = 4 * ((tid / 32) % 2);
+    FragAcc   acc[4];
+    for (FragAcc & a : acc) {
+        wmma::fill_fragment(a, 0.0f);
+    }
+    for (int kk = 0; kk < kS / 8; ++kk) {  // Qe S0
+        FragA a;
+        wmma::load_matrix_sync(a, rec + Record::Qe + tm * 16 * kS + kk * 8, kS);
+        to_tf32(a);
+        for (int t = 0; t < 4; ++t) {
+            FragB bf;
+            wmma::load_matrix_sync(bf, sh.s0 + kk * 8 * kS + (tn0 + t) * 16, kS);
+            to_tf32(bf);
+            wmma::mma_sync(acc[t], a, bf, acc[t]);
+        }
+    }
+    for (int kk = 0; kk < kC / 8; ++kk) {  // QKm U
+        FragA a;
+        wmma::load_matrix_sync(a, rec + Record::QKm + tm * 16 * kC + kk * 8, kC);
+        to_tf32(a);
+        for (int t = 0; t < 4; ++t) {
+            FragB bf;
+            wmma::load_matrix_sync(bf, sh.u + kk * 8 * kS + (tn0 + t) * 16, kS);
+            to_tf32(bf);
+            wmma::mma_sync(acc[t], a, bf, acc[t]);
+        }
+    }
+    __syncthreads();  // every warp is done with S0: its buffer takes the result tiles
+    for (int t = 0; t < 4; ++t) {
+        wmma::store_matrix_sync(sh.s0 + tm * 16 * kS + (tn0 + t) * 16, acc[t], kS, wmma::mem_row_major);
+    }
+    __syncthreads();
+    for (int idx = tid; idx < L * kS; idx += nthr) {
+        const int r = idx / kS, j = idx % kS;
+        p.dst[((int64_t(b) * p.T + t0 + r) * p.H_v + h) * kS + j] = sh.s0[idx] * p.scale;
+    }
+#endif
+}
+
+template <int N> inline size_t chain_shared_bytes() {
+    return sizeof(ChainShared<N>);
+}
+inline size_t output_shared_bytes() {
+    return sizeof(OutputShared);
 }
 
 inline size_t prep_shared_bytes() {

@@ -114,3 +114,34 @@ def test_chunked_gdn_table_reads_step_2as_first_h200_run() -> None:
     long_prompt = dict(zip(table.headers, table.rows[1], strict=True))
     assert "T=4096" in long_prompt["case"]
     assert [long_prompt[h] for h in table.headers if h != "case"][:4] == ["14786.85", "2718.12", "2755.99", "1221.44"]
+
+
+def test_chunked_gdn_table_adds_step_2b_columns_where_the_program_ran_it() -> None:
+    """Step 2b rows (prep, chain, output pass) as the program writes them after session 13: four more columns, left
+    blank for a case without one; a JSON without step 2b keeps the old table."""
+    data = json.loads(
+        (SESSION8.parent / "h200-2026-12-01-session13-on-their-own" / "chunked-gdn-standalone.json").read_text()
+    )
+    step_1 = [case for case in data["cases"] if "(step 2" not in case["what"]]
+    split = {
+        "what": step_1[1]["what"] + " (step 2b, three passes)",
+        "median_us": 400.0,
+        "chain_median_us": 90.0,
+        "output_median_us": 80.0,
+        "err_out": 8e-4,
+        "err_state": 2e-4,
+        "tolerance": 1e-2,
+        "ok": True,
+    }
+    table = chunked_gdn_table("chunked-gdn-standalone.json", {**data, "cases": [*data["cases"], split]})
+    assert table is not None and table.headers[-4:] == ["step 2b", "chain", "output pass", "step 2b error out / state"]
+    first, second = (dict(zip(table.headers, row, strict=True)) for row in table.rows[:2])
+    assert first["step 2b"] == first["chain"] == ""
+    assert (second["chain"], second["output pass"], second["step 2b error out / state"]) == (
+        "90.00",
+        "80.00",
+        "8.0e-04 / 2.0e-04",
+    )
+    assert "400" in second["step 2b"]
+    plain = chunked_gdn_table("chunked-gdn-standalone.json", data)
+    assert plain is not None and len(plain.headers) == 6
