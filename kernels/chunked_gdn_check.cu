@@ -202,19 +202,24 @@ int main(int argc, char ** argv) {
         json += row;
 
         // step 2a: the two passes on tensor cores, checked against the same reference, then timed (32 and 16 columns)
+        // one tensor-core run into a poisoned dst, its output and state errors against the reference, counted
+        auto checked_run = [&](auto launch, double & err_out, double & err_state) {
+            std::fill(out.begin(), out.end(), float(kSentinel));
+            CHECK(cudaMemcpy(d_dst, out.data(), out.size() * sizeof(float), cudaMemcpyHostToDevice));
+            launch(sabotage ? kSabotageMaskDiagonal : kSabotageNone);
+            CHECK(cudaGetLastError());
+            CHECK(cudaDeviceSynchronize());
+            CHECK(cudaMemcpy(out.data(), d_dst, out.size() * sizeof(float), cudaMemcpyDeviceToHost));
+            err_out   = rel_error(out, ref, 0, in.attn_elems);
+            err_state = rel_error(out, ref, in.attn_elems, in.dst_elems);
+            checks += 2;
+            failures += (err_out < kTolTc ? 0 : 1) + (err_state < kTolTc ? 0 : 1);
+        };
         float * d_records = nullptr;
         CHECK(cudaMalloc(&d_records, size_t(fusekit_gdn_tc::workspace_floats(p)) * sizeof(float)));
-        std::fill(out.begin(), out.end(), float(kSentinel));
-        CHECK(cudaMemcpy(d_dst, out.data(), out.size() * sizeof(float), cudaMemcpyHostToDevice));
-        launch_two_pass<32>(p, d_records, sabotage ? kSabotageMaskDiagonal : kSabotageNone);
-        CHECK(cudaGetLastError());
-        CHECK(cudaDeviceSynchronize());
-        CHECK(cudaMemcpy(out.data(), d_dst, out.size() * sizeof(float), cudaMemcpyDeviceToHost));
-        const double tc_out   = rel_error(out, ref, 0, in.attn_elems);
-        const double tc_state = rel_error(out, ref, in.attn_elems, in.dst_elems);
-        const bool   tc_ok_out = tc_out < kTolTc, tc_ok_state = tc_state < kTolTc;
-        checks += 2;
-        failures += (tc_ok_out ? 0 : 1) + (tc_ok_state ? 0 : 1);
+        double tc_out = 0, tc_state = 0;
+        checked_run([&](int sab) { launch_two_pass<32>(p, d_records, sab); }, tc_out, tc_state);
+        const bool tc_ok_out = tc_out < kTolTc, tc_ok_state = tc_state < kTolTc;
         const double tc32 = fusekit_standalone::median(time_launches([&] { launch_two_pass<32>(p, d_records, 0); }));
         const double tc16 = fusekit_standalone::median(time_launches([&] { launch_two_pass<16>(p, d_records, 0); }));
         const dim3   prep_grid(unsigned(fusekit_gdn_tc::chunk_count(p.T)), unsigned(p.H_v), unsigned(p.B));
@@ -237,17 +242,9 @@ int main(int argc, char ** argv) {
         // whole and by pass (the chain alone rewrites U over U0 on every call: its values drift, its time does not)
         float * d_states = nullptr;
         CHECK(cudaMalloc(&d_states, size_t(fusekit_gdn_tc::states_floats(p)) * sizeof(float)));
-        std::fill(out.begin(), out.end(), float(kSentinel));
-        CHECK(cudaMemcpy(d_dst, out.data(), out.size() * sizeof(float), cudaMemcpyHostToDevice));
-        launch_split(p, d_records, d_states, sabotage ? kSabotageMaskDiagonal : kSabotageNone);
-        CHECK(cudaGetLastError());
-        CHECK(cudaDeviceSynchronize());
-        CHECK(cudaMemcpy(out.data(), d_dst, out.size() * sizeof(float), cudaMemcpyDeviceToHost));
-        const double sp_out   = rel_error(out, ref, 0, in.attn_elems);
-        const double sp_state = rel_error(out, ref, in.attn_elems, in.dst_elems);
-        const bool   sp_ok_out = sp_out < kTolTc, sp_ok_state = sp_state < kTolTc;
-        checks += 2;
-        failures += (sp_ok_out ? 0 : 1) + (sp_ok_state ? 0 : 1);
+        double sp_out = 0, sp_state = 0;
+        checked_run([&](int sab) { launch_split(p, d_records, d_states, sab); }, sp_out, sp_state);
+        const bool sp_ok_out = sp_out < kTolTc, sp_ok_state = sp_state < kTolTc;
         const double split  = fusekit_standalone::median(time_launches([&] { launch_split(p, d_records, d_states, 0); }));
         const double output = fusekit_standalone::median(time_launches([&] { launch_output(p, d_records, d_states); }));
         const double chain  = fusekit_standalone::median(time_launches([&] { launch_chain<32>(p, d_records, d_states); }));

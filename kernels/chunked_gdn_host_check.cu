@@ -98,47 +98,31 @@ std::vector<Real> chunked(const Inputs & in, const Case & c, int sabotage) {
     return dst;
 }
 
-// Step 2a's two passes (fusekit-chunked-gdn-tc.cuh) in their plain-loop specification: every chunk's record first,
-// then the state pass of every (sequence, head). Only S = 128 and C = 64 (the tensor-core kernels' shape).
+// The tensor-core steps' plain-loop specification (fusekit-chunked-gdn-tc.cuh): every chunk's record first, then per
+// (sequence, head) step 2a's state pass, or (split) step 2b's chain, which writes the chunk states and U over U0, and
+// its output pass over every chunk. Only S = 128 and C = 64 (the tensor-core kernels' shape).
 template <typename Real>
-std::vector<Real> two_pass(const Inputs & in, const Case & c, int sabotage) {
+std::vector<Real> tensor_core_spec(const Inputs & in, const Case & c, int sabotage, bool split) {
+    using namespace fusekit_gdn_tc;
     std::vector<Real> dst(in.dst_elems, Real(kSentinel));
     GdnParamsT<Real>  p;
-    std::memcpy(static_cast<void *>(&p), &in.p, sizeof(p));
+    std::memcpy(static_cast<void *>(&p), &in.p, sizeof(p));  // same layout; only dst's type differs
     point_output_at_dst(p, dst.data());
-    const int64_t     chunks = fusekit_gdn_tc::chunk_count(c.T);
-    std::vector<Real> records(size_t(int64_t(c.B) * c.H_v * chunks * fusekit_gdn_tc::Record::floats), Real(NAN));
+    const int64_t     chunks = chunk_count(c.T);
+    std::vector<Real> records(size_t(int64_t(c.B) * c.H_v * chunks * Record::floats), Real(NAN));
+    std::vector<Real> states(split ? size_t(int64_t(c.B) * c.H_v * chunks * kS * kS) : 0, Real(NAN));
     for (int b = 0; b < c.B; ++b)
         for (int h = 0; h < c.H_v; ++h) {
             for (int ch = 0; ch < chunks; ++ch) {
-                Real * rec = records.data() + fusekit_gdn_tc::record_index(p, b, h, ch) * fusekit_gdn_tc::Record::floats;
-                fusekit_gdn_tc::prep_chunk_host<Real>(p, b, h, ch, sabotage, rec);
+                prep_chunk_host<Real>(p, b, h, ch, sabotage, records.data() + record_index(p, b, h, ch) * Record::floats);
             }
-            fusekit_gdn_tc::state_pass_host<Real>(p, b, h, records.data());
-        }
-    return dst;
-}
-
-// Step 2b's split (fusekit-chunked-gdn-tc.cuh): the records as step 2a's, then the chain of every (sequence, head), which
-// writes the chunk states and U over U0, then the output pass of every chunk.
-template <typename Real>
-std::vector<Real> three_pass(const Inputs & in, const Case & c, int sabotage) {
-    std::vector<Real> dst(in.dst_elems, Real(kSentinel));
-    GdnParamsT<Real>  p;
-    std::memcpy(static_cast<void *>(&p), &in.p, sizeof(p));
-    point_output_at_dst(p, dst.data());
-    const int64_t     chunks = fusekit_gdn_tc::chunk_count(c.T);
-    std::vector<Real> records(size_t(int64_t(c.B) * c.H_v * chunks * fusekit_gdn_tc::Record::floats), Real(NAN));
-    std::vector<Real> states(size_t(int64_t(c.B) * c.H_v * chunks * fusekit_gdn_tc::kS * fusekit_gdn_tc::kS), Real(NAN));
-    for (int b = 0; b < c.B; ++b)
-        for (int h = 0; h < c.H_v; ++h) {
-            for (int ch = 0; ch < chunks; ++ch) {
-                Real * rec = records.data() + fusekit_gdn_tc::record_index(p, b, h, ch) * fusekit_gdn_tc::Record::floats;
-                fusekit_gdn_tc::prep_chunk_host<Real>(p, b, h, ch, sabotage, rec);
+            if (!split) {
+                state_pass_host<Real>(p, b, h, records.data());
+                continue;
             }
-            fusekit_gdn_tc::chain_host<Real>(p, b, h, records.data(), states.data());
+            chain_host<Real>(p, b, h, records.data(), states.data());
             for (int ch = 0; ch < chunks; ++ch) {
-                fusekit_gdn_tc::output_host<Real>(p, b, h, ch, records.data(), states.data());
+                output_host<Real>(p, b, h, ch, records.data(), states.data());
             }
         }
     return dst;
@@ -367,9 +351,11 @@ int main(int argc, char ** argv) {
         if (c.S != fusekit_gdn_tc::kS || c.C != fusekit_gdn_tc::kC || c.cache_path) {
             continue;  // the two passes take the 35B head size and chunks of 64 (the cache path: step 1 only, for now)
         }
-        tally("two passes", two_pass<double>(in, c, sab), two_pass<float>(in, c, sab), in, ref, "  two passes (step 2a):");
-        tally("chain and output", three_pass<double>(in, c, sab), three_pass<float>(in, c, sab), in, ref,
-              "  chain and output (step 2b):");
+        for (const bool split : {false, true}) {
+            tally(split ? "chain and output" : "two passes", tensor_core_spec<double>(in, c, sab, split),
+                  tensor_core_spec<float>(in, c, sab, split), in, ref,
+                  split ? "  chain and output (step 2b):" : "  two passes (step 2a):");
+        }
     }
     // The prep pass's blocked inverse: a full chunk and a partial one (rows past L are zero), weak and strong decay.
     // double: 1e-12 (two orders of the same sums); float: 1e-5 (P's entries are sums of products of up to 64 factors

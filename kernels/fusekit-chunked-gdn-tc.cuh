@@ -159,17 +159,70 @@ void prep_chunk_host(const fusekit_gdn::GdnParamsT<Out> & p, int b, int h, int c
     }
 }
 
-// The state pass for (b, h), all value columns, from the records of its chunks; writes dst and the snapshots
-// (as Out: float as ggml's dst, double in the host check).
-template <typename Real, typename Out>
-void state_pass_host(const fusekit_gdn::GdnParamsT<Out> & p, int b, int h, Real * records) {
-    static thread_local Real S0[kS][kS], U[kC][kS];
+// Pieces of the state passes' specification (step 2a's state_pass_host and step 2b's chain_host), on S0[i][j] and
+// U[s][j] of one (sequence, head).
+template <typename Real, typename Out> void load_state_host(const fusekit_gdn::GdnParamsT<Out> & p, int b, int h, Real (*S0)[kS]) {
     const float * s_in = p.state + (int64_t(b) * p.H_v + h) * kS * kS;
     for (int i = 0; i < kS; ++i) {
         for (int j = 0; j < kS; ++j) {
             S0[i][j] = Real(s_in[int64_t(j) * kS + i]);  // transposed: state[j*S + i] = S[i][j]
         }
     }
+}
+
+// U = U0 - W S0
+template <typename Real> void pseudo_values_host(const Real * rec, const Real (*S0)[kS], Real (*U)[kS]) {
+    for (int s = 0; s < kC; ++s) {
+        for (int j = 0; j < kS; ++j) {
+            Real ws = 0;
+            for (int i = 0; i < kS; ++i) {
+                ws += Real(rec[Record::W + s * kS + i]) * S0[i][j];
+            }
+            U[s][j] = Real(rec[Record::U0 + s * kS + j]) - ws;
+        }
+    }
+}
+
+// The snapshot slot of token t0 + r, if it is one of the sequence's last K: e^{G_r} S0 + sum_{s<=r} e^{G_r - G_s} k_s u_s^T.
+template <typename Real, typename Out>
+void snapshot_host(const fusekit_gdn::GdnParamsT<Out> & p, int b, int h, int t0, int r, const double * G,
+                   const Real (*S0)[kS], const Real (*U)[kS]) {
+    const int slot = p.T - 1 - (t0 + r);
+    if (slot >= p.K) {
+        return;
+    }
+    Out * out = p.state_out + slot * p.state_slot_stride + (int64_t(b) * p.H_v + h) * kS * kS;
+    for (int j = 0; j < kS; ++j) {
+        for (int i = 0; i < kS; ++i) {
+            Real x = Real(std::exp(G[r])) * S0[i][j];
+            for (int s = 0; s <= r; ++s) {
+                x += Real(std::exp(G[r] - G[s])) * Real(key_at(p, b, h, t0 + s, i)) * U[s][j];
+            }
+            out[int64_t(j) * kS + i] = Out(x);
+        }
+    }
+}
+
+// S0 <- e^{G_{L-1}} S0 + Kend^T U
+template <typename Real> void advance_state_host(const Real * rec, double G_last, Real (*S0)[kS], const Real (*U)[kS]) {
+    const Real decay = Real(std::exp(G_last));
+    for (int i = 0; i < kS; ++i) {
+        for (int j = 0; j < kS; ++j) {
+            Real x = decay * S0[i][j];
+            for (int s = 0; s < kC; ++s) {
+                x += Real(rec[Record::Kend + s * kS + i]) * U[s][j];
+            }
+            S0[i][j] = x;
+        }
+    }
+}
+
+// The state pass for (b, h), all value columns, from the records of its chunks; writes dst and the snapshots
+// (as Out: float as ggml's dst, double in the host check).
+template <typename Real, typename Out>
+void state_pass_host(const fusekit_gdn::GdnParamsT<Out> & p, int b, int h, Real * records) {
+    static thread_local Real S0[kS][kS], U[kC][kS];
+    load_state_host(p, b, h, S0);
     for (int c = 0; c < (p.T + kC - 1) / kC; ++c) {
         Real *    rec = records + record_index(p, b, h, c) * Record::floats;
         double    G[kC];
@@ -177,15 +230,7 @@ void state_pass_host(const fusekit_gdn::GdnParamsT<Out> & p, int b, int h, Real 
         for (int r = 0; r < kC; ++r) {
             G[r] = record_G(rec, r);
         }
-        for (int s = 0; s < kC; ++s) {
-            for (int j = 0; j < kS; ++j) {
-                Real ws = 0;
-                for (int i = 0; i < kS; ++i) {
-                    ws += Real(rec[Record::W + s * kS + i]) * S0[i][j];
-                }
-                U[s][j] = Real(rec[Record::U0 + s * kS + j]) - ws;
-            }
-        }
+        pseudo_values_host(rec, S0, U);
         for (int r = 0; r < L; ++r) {
             for (int j = 0; j < kS; ++j) {
                 Real o = 0;
@@ -197,30 +242,9 @@ void state_pass_host(const fusekit_gdn::GdnParamsT<Out> & p, int b, int h, Real 
                 }
                 p.dst[((int64_t(b) * p.T + t0 + r) * p.H_v + h) * kS + j] = Out(o * Real(p.scale));
             }
-            const int slot = p.T - 1 - (t0 + r);
-            if (slot < p.K) {
-                Out * out = p.state_out + slot * p.state_slot_stride + (int64_t(b) * p.H_v + h) * kS * kS;
-                for (int j = 0; j < kS; ++j) {
-                    for (int i = 0; i < kS; ++i) {
-                        Real st = Real(std::exp(G[r])) * S0[i][j];
-                        for (int s = 0; s <= r; ++s) {
-                            st += Real(std::exp(G[r] - G[s])) * Real(key_at(p, b, h, t0 + s, i)) * U[s][j];
-                        }
-                        out[int64_t(j) * kS + i] = Out(st);
-                    }
-                }
-            }
+            snapshot_host(p, b, h, t0, r, G, S0, U);
         }
-        const Real decay = Real(std::exp(G[L - 1]));
-        for (int i = 0; i < kS; ++i) {
-            for (int j = 0; j < kS; ++j) {
-                Real st = decay * S0[i][j];
-                for (int s = 0; s < kC; ++s) {
-                    st += Real(rec[Record::Kend + s * kS + i]) * U[s][j];
-                }
-                S0[i][j] = st;
-            }
-        }
+        advance_state_host(rec, G[L - 1], S0, U);
     }
 }
 
@@ -238,12 +262,7 @@ inline int64_t states_floats(const GdnParams & p) {
 template <typename Real, typename Out>
 void chain_host(const fusekit_gdn::GdnParamsT<Out> & p, int b, int h, Real * records, Real * states) {
     static thread_local Real S0[kS][kS], U[kC][kS];
-    const float * s_in = p.state + (int64_t(b) * p.H_v + h) * kS * kS;
-    for (int i = 0; i < kS; ++i) {
-        for (int j = 0; j < kS; ++j) {
-            S0[i][j] = Real(s_in[int64_t(j) * kS + i]);
-        }
-    }
+    load_state_host(p, b, h, S0);
     for (int c = 0; c < (p.T + kC - 1) / kC; ++c) {
         Real *    rec = records + record_index(p, b, h, c) * Record::floats;
         Real *    st  = states + record_index(p, b, h, c) * kS * kS;
@@ -257,46 +276,16 @@ void chain_host(const fusekit_gdn::GdnParamsT<Out> & p, int b, int h, Real * rec
                 st[i * kS + j] = S0[i][j];
             }
         }
-        for (int s = 0; s < kC; ++s) {
-            for (int j = 0; j < kS; ++j) {
-                Real ws = 0;
-                for (int i = 0; i < kS; ++i) {
-                    ws += rec[Record::W + s * kS + i] * S0[i][j];
-                }
-                U[s][j] = rec[Record::U0 + s * kS + j] - ws;
-            }
-        }
+        pseudo_values_host(rec, S0, U);
         for (int s = 0; s < kC; ++s) {
             for (int j = 0; j < kS; ++j) {
                 rec[Record::U0 + s * kS + j] = U[s][j];  // the output pass reads U where U0 was
             }
         }
         for (int r = 0; r < L; ++r) {
-            const int slot = p.T - 1 - (t0 + r);
-            if (slot >= p.K) {
-                continue;
-            }
-            Out * out = p.state_out + slot * p.state_slot_stride + (int64_t(b) * p.H_v + h) * kS * kS;
-            for (int j = 0; j < kS; ++j) {
-                for (int i = 0; i < kS; ++i) {
-                    Real x = Real(std::exp(G[r])) * S0[i][j];
-                    for (int s = 0; s <= r; ++s) {
-                        x += Real(std::exp(G[r] - G[s])) * Real(key_at(p, b, h, t0 + s, i)) * U[s][j];
-                    }
-                    out[int64_t(j) * kS + i] = Out(x);
-                }
-            }
+            snapshot_host(p, b, h, t0, r, G, S0, U);
         }
-        const Real decay = Real(std::exp(G[L - 1]));
-        for (int i = 0; i < kS; ++i) {
-            for (int j = 0; j < kS; ++j) {
-                Real x = decay * S0[i][j];
-                for (int s = 0; s < kC; ++s) {
-                    x += rec[Record::Kend + s * kS + i] * U[s][j];
-                }
-                S0[i][j] = x;
-            }
-        }
+        advance_state_host(rec, G[L - 1], S0, U);
     }
 }
 
@@ -548,6 +537,67 @@ __global__ void __launch_bounds__(kPrepThreads) chunked_gdn_tc_prep(GdnParams p,
         [&](int tm, int tn, FragAcc & acc) { wmma::store_matrix_sync(rec + Record::U0 + tm * 16 * kS + tn * 16, acc, kS, wmma::mem_row_major); });
 }
 
+// Pieces both state kernels share (step 2a's state pass and step 2b's chain), for a slice of N value columns.
+template <int N> __host__ __device__ constexpr int state_tiles_per_warp() {
+    return ((kS / 16) * (N / 16) + 7) / 8;
+}
+
+// The new state's tiles e^{G_last} S0 + Kend^T U into next (the warp's tiles, dealt in turn); kend: the chunk's Kend
+// rows (ld kS), in the record or staged; s0 [kS][N] and u [kC][N] in shared memory.
+template <int N>
+__device__ inline void next_state_tiles(const float * kend, const float * s0, const float * u, float decay, FragAcc * next) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+    const int warp = int(threadIdx.x) / 32, warps = int(blockDim.x) / 32;
+    for (int n = 0, tile = warp; tile < (kS / 16) * (N / 16); tile += warps, ++n) {
+        const int tm = tile / (N / 16), tn = tile % (N / 16);
+        wmma::load_matrix_sync(next[n], s0 + tm * 16 * N + tn * 16, N, wmma::mem_row_major);
+        for (int e = 0; e < next[n].num_elements; ++e) {
+            next[n].x[e] *= decay;
+        }
+        for (int kk = 0; kk < kC / 8; ++kk) {
+            FragAt a;  // Kend^T: Kend's rows read as a column-major [kS][kC]
+            FragB  bf;
+            wmma::load_matrix_sync(a, kend + kk * 8 * kS + tm * 16, kS);
+            wmma::load_matrix_sync(bf, u + kk * 8 * N + tn * 16, N);
+            to_tf32(a);
+            to_tf32(bf);
+            wmma::mma_sync(next[n], a, bf, next[n]);
+        }
+    }
+#endif
+}
+
+// next_state_tiles' tiles into s0 (after the barrier that ends every read of S0 and U)
+template <int N> __device__ inline void store_state_tiles(float * s0, const FragAcc * next) {
+    const int warp = int(threadIdx.x) / 32, warps = int(blockDim.x) / 32;
+    for (int n = 0, tile = warp; tile < (kS / 16) * (N / 16); tile += warps, ++n) {
+        const int tm = tile / (N / 16), tn = tile % (N / 16);
+        wmma::store_matrix_sync(s0 + tm * 16 * N + tn * 16, next[n], N, wmma::mem_row_major);
+    }
+}
+
+// The snapshot slots among the chunk's tokens (the sequence's last K), from S0 and U in fp32; G: the record's.
+template <int N>
+__device__ inline void write_snapshot_slices(const GdnParams & p, int b, int h, int j0, int t0, int L, const double * G,
+                                             const float * s0, const float * u) {
+    const int tid = int(threadIdx.x), nthr = int(blockDim.x);
+    for (int r = 0; r < L; ++r) {
+        const int slot = p.T - 1 - (t0 + r);
+        if (slot >= p.K) {
+            continue;
+        }
+        float * out = p.state_out + slot * p.state_slot_stride + (int64_t(b) * p.H_v + h) * kS * kS + int64_t(j0) * kS;
+        for (int idx = tid; idx < N * kS; idx += nthr) {
+            const int jj = idx / kS, i = idx % kS;
+            float     x  = float(exp(G[r])) * s0[i * N + jj];
+            for (int s = 0; s <= r; ++s) {
+                x += expf(float(G[r] - G[s])) * key_at(p, b, h, t0 + s, i) * u[s * N + jj];
+            }
+            out[idx] = x;
+        }
+    }
+}
+
 // Shared memory of the state pass for a slice of N value columns.
 template <int N> struct StateShared {
     float s0[kS * N];   // S0[i][jj], row-major, ld N
@@ -569,7 +619,6 @@ __global__ void __launch_bounds__(kStateThreads) chunked_gdn_tc_state(GdnParams 
     }
     __syncthreads();
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
-    const int warp = tid / 32, warps = nthr / 32;
     const int chunks = (p.T + kC - 1) / kC;
     for (int c = 0; c < chunks; ++c) {
         const float *  rec = records + record_index(p, b, h, c) * Record::floats;
@@ -598,26 +647,8 @@ __global__ void __launch_bounds__(kStateThreads) chunked_gdn_tc_state(GdnParams 
             4, N / 16, kC / 8, [&](int tm, int kk) { return rec + Record::QKm + tm * 16 * kC + kk * 8; }, kC,
             [&](int kk, int tn) { return sh.u + kk * 8 * N + tn * 16; }, N,
             [&](int tm, int tn, FragAcc & acc) { wmma::store_matrix_sync(sh.qku + tm * 16 * N + tn * 16, acc, N, wmma::mem_row_major); });
-        constexpr int kStateTiles = (kS / 16) * (N / 16);
-        constexpr int kMaxPerWarp = (kStateTiles + 7) / 8;
-        FragAcc       next[kMaxPerWarp];
-        const float   decay = float(exp(G[L - 1]));
-        for (int n = 0, tile = warp; tile < kStateTiles; tile += warps, ++n) {
-            const int tm = tile / (N / 16), tn = tile % (N / 16);
-            wmma::load_matrix_sync(next[n], sh.s0 + tm * 16 * N + tn * 16, N, wmma::mem_row_major);
-            for (int e = 0; e < next[n].num_elements; ++e) {
-                next[n].x[e] *= decay;
-            }
-            for (int kk = 0; kk < kC / 8; ++kk) {
-                FragAt a;  // Kend^T: the record's Kend rows read as a column-major [kS][kC]
-                FragB  bf;
-                wmma::load_matrix_sync(a, rec + Record::Kend + kk * 8 * kS + tm * 16, kS);
-                wmma::load_matrix_sync(bf, sh.u + kk * 8 * N + tn * 16, N);
-                to_tf32(a);
-                to_tf32(bf);
-                wmma::mma_sync(next[n], a, bf, next[n]);
-            }
-        }
+        FragAcc next[state_tiles_per_warp<N>()];
+        next_state_tiles<N>(rec + Record::Kend, sh.s0, sh.u, float(exp(G[L - 1])), next);
         __syncthreads();
 
         // outputs of the real tokens; snapshots (the last K tokens of the sequence) from S0 and U, in fp32
@@ -626,26 +657,9 @@ __global__ void __launch_bounds__(kStateThreads) chunked_gdn_tc_state(GdnParams 
             const float o = sh.qs[idx] + sh.qku[idx];
             p.dst[((int64_t(b) * p.T + t0 + r) * p.H_v + h) * kS + j0 + jj] = o * p.scale;
         }
-        for (int r = 0; r < L; ++r) {
-            const int slot = p.T - 1 - (t0 + r);
-            if (slot >= p.K) {
-                continue;
-            }
-            float * out = p.state_out + slot * p.state_slot_stride + (int64_t(b) * p.H_v + h) * kS * kS + int64_t(j0) * kS;
-            for (int idx = tid; idx < N * kS; idx += nthr) {
-                const int jj = idx / kS, i = idx % kS;
-                float     st = float(exp(G[r])) * sh.s0[i * N + jj];
-                for (int s = 0; s <= r; ++s) {
-                    st += expf(float(G[r] - G[s])) * key_at(p, b, h, t0 + s, i) * sh.u[s * N + jj];
-                }
-                out[idx] = st;
-            }
-        }
+        write_snapshot_slices<N>(p, b, h, j0, t0, L, G, sh.s0, sh.u);
         __syncthreads();  // S0 and U are read above; now the new state replaces S0
-        for (int n = 0, tile = warp; tile < kStateTiles; tile += warps, ++n) {
-            const int tm = tile / (N / 16), tn = tile % (N / 16);
-            wmma::store_matrix_sync(sh.s0 + tm * 16 * N + tn * 16, next[n], N, wmma::mem_row_major);
-        }
+        store_state_tiles<N>(sh.s0, next);
         __syncthreads();
     }
 #endif
@@ -669,7 +683,6 @@ __global__ void __launch_bounds__(kStateThreads) chunked_gdn_tc_chain(GdnParams 
     const int        j0 = int(blockIdx.x) * N, h = int(blockIdx.y), b = int(blockIdx.z);
     const int        tid = int(threadIdx.x), nthr = int(blockDim.x);
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
-    const int warp = tid / 32, warps = nthr / 32;
     const int chunks = (p.T + kC - 1) / kC;
     // the record operands of chunk c into buffer buf, 16 bytes per copy (records are 32-byte aligned, j0 a multiple of 16)
     auto stage = [&](int c, int buf) {
@@ -721,50 +734,15 @@ __global__ void __launch_bounds__(kStateThreads) chunked_gdn_tc_chain(GdnParams 
         __syncthreads();
 
         // the new state's tiles, held in registers until every warp is done reading S0 and U
-        constexpr int kStateTiles = (kS / 16) * (N / 16);
-        constexpr int kMaxPerWarp = (kStateTiles + 7) / 8;
-        FragAcc       next[kMaxPerWarp];
-        const float   decay = float(exp(G[L - 1]));
-        for (int n = 0, tile = warp; tile < kStateTiles; tile += warps, ++n) {
-            const int tm = tile / (N / 16), tn = tile % (N / 16);
-            wmma::load_matrix_sync(next[n], sh.s0 + tm * 16 * N + tn * 16, N, wmma::mem_row_major);
-            for (int e = 0; e < next[n].num_elements; ++e) {
-                next[n].x[e] *= decay;
-            }
-            for (int kk = 0; kk < kC / 8; ++kk) {
-                FragAt a;  // Kend^T: Kend's rows read as a column-major [kS][kC]
-                FragB  bf;
-                wmma::load_matrix_sync(a, sh.kend[buf] + kk * 8 * kS + tm * 16, kS);
-                wmma::load_matrix_sync(bf, sh.u + kk * 8 * N + tn * 16, N);
-                to_tf32(a);
-                to_tf32(bf);
-                wmma::mma_sync(next[n], a, bf, next[n]);
-            }
-        }
+        FragAcc next[state_tiles_per_warp<N>()];
+        next_state_tiles<N>(sh.kend[buf], sh.s0, sh.u, float(exp(G[L - 1])), next);
         // U over the record's U0 (this slice's columns), and the snapshot slots of the sequence's last K tokens
         for (int idx = tid; idx < kC * N; idx += nthr) {
             rec[Record::U0 + (idx / N) * kS + j0 + idx % N] = sh.u[idx];
         }
-        for (int r = 0; r < L; ++r) {
-            const int slot = p.T - 1 - (t0 + r);
-            if (slot >= p.K) {
-                continue;
-            }
-            float * out = p.state_out + slot * p.state_slot_stride + (int64_t(b) * p.H_v + h) * kS * kS + int64_t(j0) * kS;
-            for (int idx = tid; idx < N * kS; idx += nthr) {
-                const int jj = idx / kS, i = idx % kS;
-                float     x  = float(exp(G[r])) * sh.s0[i * N + jj];
-                for (int s = 0; s <= r; ++s) {
-                    x += expf(float(G[r] - G[s])) * key_at(p, b, h, t0 + s, i) * sh.u[s * N + jj];
-                }
-                out[idx] = x;
-            }
-        }
+        write_snapshot_slices<N>(p, b, h, j0, t0, L, G, sh.s0, sh.u);
         __syncthreads();  // S0, U and buffer buf are read; the new state replaces S0
-        for (int n = 0, tile = warp; tile < kStateTiles; tile += warps, ++n) {
-            const int tm = tile / (N / 16), tn = tile % (N / 16);
-            wmma::store_matrix_sync(sh.s0 + tm * 16 * N + tn * 16, next[n], N, wmma::mem_row_major);
-        }
+        store_state_tiles<N>(sh.s0, next);
     }
 #endif
 }
