@@ -134,7 +134,11 @@ def chunked_gdn_table(source: str, data: dict[str, Any]) -> TimingTable | None:
     if step_2b:
         caption += "; step 2b (the prep pass, the chain of chunk states, then the output pass over all chunks)"
     if stock:
-        caption += f"; stock's serial kernel took {stock[0]}-{stock[1]} µs at T = 4096 (issue #10)"
+        caption += (
+            f"; the program then quoted issue #10's {stock[0]}-{stock[1]} µs for stock as T = 4096, but that figure is "
+            "per 512-token call (ubatch) of a 4096-token prompt: stock's own timing is test-backend-ops perf "
+            "(tbo-perf-gdn-stock.txt of a session that ran it)"
+        )
     headers = ["case", "step 1", "step 2a", "step 2a, 16 columns", "prep pass", "step 2a error out / state"]
     if step_2b:
         headers += ["step 2b", "chain", "output pass", "step 2b error out / state"]

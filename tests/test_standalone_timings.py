@@ -101,7 +101,7 @@ def test_chunked_gdn_table_sets_step_2a_beside_step_1() -> None:
     assert first["case"] == "35B GDN layer, T=512" and first["step 1"] == "1841.40"
     assert second["case"] == "35B GDN layer, T=4096" and (second["step 2a"], second["prep pass"]) == ("150.00", "60.00")
     assert third["step 2a"] == "~~150.00~~"  # its check failed
-    assert "279-289" in table.caption
+    assert "279-289" in table.caption and "per 512-token call" in table.caption
 
 
 def test_chunked_gdn_table_reads_step_2as_first_h200_run() -> None:
