@@ -11,7 +11,7 @@
 # Then two chains, one per GPU when there are two (else one after the other):
 #   GPU 0: smoke (a short run of each variant), eval (each fusion alone and the stack vs stock, 35B preset), eval2 (second model), profiles A
 #   GPU 1: check (test-backend-ops, sabotage builds), race (bridge), profiles B
-# The single steps (check, check-own, eval, eval2, race, profile-a, profile-b, kernels, standalone) can also be run alone.
+# The single steps (check, check-own, eval, eval-own, eval2, race, profile-a, profile-b, kernels, standalone) can also be run alone.
 # Besides the stack of every fusion, the stack with every experiment (patches/experiments/) on top is built,
 # checked, evaluated and profiled.
 # GPU0_STEPS / GPU1_STEPS replace the two chains' steps (e.g. GPU1_STEPS="check-mm eval2" for a short session);
@@ -252,6 +252,9 @@ case "$STEP" in
     "$(bin_of stock)/test-backend-ops" perf -b CUDA0 -o GATED_DELTA_NET >"$B/results/tbo-perf-gdn-stock.txt" 2>&1 || true
     cat "$B/results/checks.txt" 2>/dev/null || true
     ;;
+  eval-own)  # each fusion script's own eval (FOCUS picks the scripts), e.g. fusion-4's at prompt-sized batches
+    each eval || true
+    ;;
   check-mm)  # the matrix-product ops only, on fusion-5 (if built), the stack and the stack with the experiments
     # (CHECK_STOCK=1: stock first, to tell a stock failure from a fusion's; about 170 s more)
     use_fusekit
@@ -346,6 +349,6 @@ case "$STEP" in
   variants)  # what start builds besides stock
     all_variants
     ;;
-  *) echo "unknown step $STEP (run poll pack smoke check check-own check-mm control eval eval2 race flake profile-a profile-b standalone kernels models variants)" >&2
+  *) echo "unknown step $STEP (run poll pack smoke check check-own eval-own check-mm control eval eval2 race flake profile-a profile-b standalone kernels models variants)" >&2
      exit 2 ;;
 esac

@@ -1,0 +1,103 @@
+// fusekit fusion-4 (chunked-gdn): ggml glue for the chunked kernels of fusekit-chunked-gdn-tc.cuh. Only the checks of
+// what the kernels cover, ggml's tensors as their parameters, the workspace from ggml's pool, and the launches.
+#include "fusekit-chunked-gdn-glue.cuh"
+
+#include "fusekit-chunked-gdn-tc.cuh"
+
+#include <cstdlib>
+
+namespace {
+
+// Set to 1 only by tests/patches/sabotage-chunked-gdn.patch (the chunked path must then fail its tests).
+constexpr int kSabotage = 0;
+
+// Below this many tokens the serial kernel runs. Not yet measured end to end: at T = 64 (one chunk) the three passes
+// are launch-bound; the H200 session that first runs this glue sets it from the standalone timings.
+constexpr int kDefaultMinTokens = 128;
+
+constexpr int kChainColumns = 32;  // value columns per chain CTA (168 KB of shared memory)
+
+bool fusion_disabled() {
+    static const bool disabled = getenv("GGML_CUDA_DISABLE_FUSION") != nullptr && atoi(getenv("GGML_CUDA_DISABLE_FUSION"));
+    return disabled;
+}
+
+// The kernels' shared memory above the default 48 KB, set once per device.
+void allow_shared_memory(int device) {
+    static bool done[GGML_CUDA_MAX_DEVICES] = {};
+    if (done[device]) {
+        return;
+    }
+    using namespace fusekit_gdn_tc;
+    CUDA_CHECK(cudaFuncSetAttribute(chunked_gdn_tc_prep, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                    int(prep_shared_bytes())));
+    CUDA_CHECK(cudaFuncSetAttribute(chunked_gdn_tc_chain<kChainColumns>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                    int(chain_shared_bytes<kChainColumns>())));
+    CUDA_CHECK(cudaFuncSetAttribute(chunked_gdn_tc_output, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                    int(output_shared_bytes())));
+    done[device] = true;
+}
+
+}  // namespace
+
+int fusekit_chunked_gdn_min_tokens() {
+    static const int value = [] {
+        const char * env = getenv("FUSEKIT_CHUNKED_GDN_MIN_TOKENS");
+        return env != nullptr ? atoi(env) : kDefaultMinTokens;
+    }();
+    return value;
+}
+
+bool fusekit_chunked_gdn_try(ggml_backend_cuda_context & ctx, const ggml_tensor * dst, float * state_out,
+                             int64_t state_slot_stride) {
+    using namespace fusekit_gdn_tc;
+    const ggml_tensor * q = dst->src[0];
+    const ggml_tensor * k = dst->src[1];
+    const ggml_tensor * v = dst->src[2];
+    const ggml_tensor * g = dst->src[3];
+    const ggml_tensor * beta = dst->src[4];
+    const ggml_tensor * state = dst->src[5];
+    const int           cc = ggml_cuda_info().devices[ctx.device].cc;
+    const bool covered = !fusion_disabled() && v->ne[0] == kS && g->ne[0] == 1 && v->ne[2] >= fusekit_chunked_gdn_min_tokens() &&
+                         v->ne[2] > 0 && GGML_CUDA_CC_IS_NVIDIA(cc) && ggml_cuda_highest_compiled_arch(cc) >= GGML_CUDA_CC_AMPERE &&
+                         ggml_cuda_info().devices[ctx.device].smpbo >= chain_shared_bytes<kChainColumns>() &&
+                         v->ne[3] % q->ne[3] == 0 && v->ne[1] % q->ne[1] == 0;
+    if (!covered) {
+        return false;
+    }
+    GdnParams p{};
+    p.q                 = static_cast<const float *>(q->data);
+    p.k                 = static_cast<const float *>(k->data);
+    p.v                 = static_cast<const float *>(v->data);
+    p.g                 = static_cast<const float *>(g->data);
+    p.beta              = static_cast<const float *>(beta->data);
+    p.state             = static_cast<const float *>(state->data);
+    p.dst               = static_cast<float *>(dst->data);
+    p.state_out         = state_out;
+    p.state_slot_stride = state_slot_stride;
+    p.S                 = int(v->ne[0]);
+    p.H_v               = int(v->ne[1]);
+    p.H_k               = int(q->ne[1]);
+    p.T                 = int(v->ne[2]);
+    p.B                 = int(v->ne[3]);
+    p.rq3               = int(v->ne[3] / q->ne[3]);
+    p.q_s1 = int64_t(q->nb[1] / sizeof(float)), p.q_s2 = int64_t(q->nb[2] / sizeof(float)), p.q_s3 = int64_t(q->nb[3] / sizeof(float));
+    p.k_s1 = int64_t(k->nb[1] / sizeof(float)), p.k_s2 = int64_t(k->nb[2] / sizeof(float)), p.k_s3 = int64_t(k->nb[3] / sizeof(float));
+    p.v_s1 = int64_t(v->nb[1] / sizeof(float)), p.v_s2 = int64_t(v->nb[2] / sizeof(float)), p.v_s3 = int64_t(v->nb[3] / sizeof(float));
+    p.K                 = ggml_get_op_params_i32(dst, 0);
+    p.scale             = 1.0f / sqrtf(float(p.S));
+
+    allow_shared_memory(ctx.device);
+    ggml_cuda_pool_alloc<float> records(ctx.pool(), size_t(workspace_floats(p)));
+    ggml_cuda_pool_alloc<float> states(ctx.pool(), size_t(states_floats(p)));
+    cudaStream_t                stream = ctx.stream();
+    const dim3                  chunk_grid(unsigned(chunk_count(p.T)), unsigned(p.H_v), unsigned(p.B));
+    const dim3                  chain_grid(unsigned(kS / kChainColumns), unsigned(p.H_v), unsigned(p.B));
+    chunked_gdn_tc_prep<<<chunk_grid, kPrepThreads, prep_shared_bytes(), stream>>>(
+        p, records.get(), kSabotage ? fusekit_gdn::kSabotageMaskDiagonal : fusekit_gdn::kSabotageNone);
+    chunked_gdn_tc_chain<kChainColumns><<<chain_grid, kStateThreads, chain_shared_bytes<kChainColumns>(), stream>>>(
+        p, records.get(), states.get());
+    chunked_gdn_tc_output<<<chunk_grid, kStateThreads, output_shared_bytes(), stream>>>(p, records.get(), states.get());
+    CUDA_CHECK(cudaGetLastError());
+    return true;
+}

@@ -1,0 +1,44 @@
+#!/usr/bin/env bash
+# The fusion-4 (chunked-gdn) steps on the H200; h200_session.sh runs them with the other fusions. Its kernels run
+# standalone in the session's `kernels` step (kernels/chunked_gdn_check.cu); this script checks the ggml glue.
+#
+#   scripts/h200_fusion4.sh B variants    # builds besides stock: fusion-4 and its sabotage variant
+#   scripts/h200_fusion4.sh B check       # GATED_DELTA_NET (the long cases included) and the cache-write cases
+#                                         # pass, with fusion disabled too; the sabotage fails them; stock and
+#                                         # fusion-4 timed by test-backend-ops perf on the same cases
+#   scripts/h200_fusion4.sh B eval        # fusekit eval fusion-4 vs stock on the 35B preset (prompt-sized batches)
+set -euo pipefail
+B=${1:?batch folder}; STEP=${2:?step}
+REPO=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+export FUSEKIT_HOME=${FUSEKIT_HOME:-/tmp/fusekit-gpu} MODELS=${MODELS:-/tmp/fusekit-models}
+BIG=$MODELS/qwen3.6-35b-a3b.gguf
+SABOTAGE=$REPO/tests/patches/sabotage-chunked-gdn.patch
+VARIANTS=(fusion-4 "fusion-4+$SABOTAGE")
+mkdir -p "$B/results" "$B/logs" "$B/bin"
+# shellcheck source=host_env.sh
+source "$REPO/scripts/host_env.sh"  # use_fusekit, fusekit, bin_of, smi, tbo, session_*
+
+case "$STEP" in variants | start | wait | pack) fusion_common_step "$0" "$STEP" "${3:-}"; exit ;; esac
+case "$STEP" in
+  standalone | race | profile)
+    echo "fusion-4 has no $STEP step here: the session's kernels step runs and times its kernels (chunked_gdn_check)"
+    ;;
+  check)
+    use_fusekit
+    smi check
+    F4=$(bin_of fusion-4); SB=$(bin_of "fusion-4+sabotage-chunked-gdn")
+    for op in GATED_DELTA_NET GATED_DELTA_NET_CACHE_FUSION; do
+      tbo "fusion-4-$op" pass "$F4" -o "$op"
+      tbo "fusion-4-disabled-$op" pass "$F4" GGML_CUDA_DISABLE_FUSION=1 -o "$op"
+    done
+    tbo fusion-4-sabotage-GATED_DELTA_NET fail "$SB" -o GATED_DELTA_NET -p 'head_size=128,n_seq_tokens=(512|4096|8192|300|200|130|128),'
+    for label in stock fusion-4; do
+      "$(bin_of "$label")/test-backend-ops" perf -b CUDA0 -o GATED_DELTA_NET >"$B/results/tbo-perf-gdn-$label.txt" 2>&1 || true
+    done
+    smi check
+    ;;
+  eval)
+    session_eval fusion-4 "$BIG" fusion-4-35b --ppl --kl
+    ;;
+  *) echo "unknown step $STEP" >&2; exit 2 ;;
+esac
