@@ -57,12 +57,14 @@ bool fusekit_chunked_gdn_try(ggml_backend_cuda_context & ctx, const ggml_tensor 
     const ggml_tensor * g = dst->src[3];
     const ggml_tensor * beta = dst->src[4];
     const ggml_tensor * state = dst->src[5];
-    const int           cc = ggml_cuda_info().devices[ctx.device].cc;
-    const bool covered = !fusion_disabled() && v->ne[0] == kS && g->ne[0] == 1 && v->ne[2] >= fusekit_chunked_gdn_min_tokens() &&
-                         v->ne[2] > 0 && GGML_CUDA_CC_IS_NVIDIA(cc) && ggml_cuda_highest_compiled_arch(cc) >= GGML_CUDA_CC_AMPERE &&
-                         ggml_cuda_info().devices[ctx.device].smpbo >= chain_shared_bytes<kChainColumns>() &&
-                         v->ne[3] % q->ne[3] == 0 && v->ne[1] % q->ne[1] == 0;
-    if (!covered) {
+    // the op's shapes first: every decode step asks
+    if (fusion_disabled() || v->ne[0] != kS || g->ne[0] != 1 || v->ne[2] < fusekit_chunked_gdn_min_tokens() ||
+        v->ne[2] <= 0 || v->ne[3] % q->ne[3] != 0 || v->ne[1] % q->ne[1] != 0) {
+        return false;
+    }
+    const auto & device = ggml_cuda_info().devices[ctx.device];
+    if (!GGML_CUDA_CC_IS_NVIDIA(device.cc) || ggml_cuda_highest_compiled_arch(device.cc) < GGML_CUDA_CC_AMPERE ||
+        device.smpbo < chain_shared_bytes<kChainColumns>()) {
         return false;
     }
     GdnParams p{};

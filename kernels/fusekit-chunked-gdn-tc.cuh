@@ -203,6 +203,24 @@ void snapshot_host(const fusekit_gdn::GdnParamsT<Out> & p, int b, int h, int t0,
     }
 }
 
+// The chunk's outputs o_r = scale (Qe S0 + QKm U)[r] of its real tokens into dst.
+template <typename Real, typename Out>
+void chunk_outputs_host(const fusekit_gdn::GdnParamsT<Out> & p, int b, int h, int t0, int L, const Real * rec,
+                        const Real (*S0)[kS], const Real (*U)[kS]) {
+    for (int r = 0; r < L; ++r) {
+        for (int j = 0; j < kS; ++j) {
+            Real o = 0;
+            for (int i = 0; i < kS; ++i) {
+                o += Real(rec[Record::Qe + r * kS + i]) * S0[i][j];
+            }
+            for (int s = 0; s <= r; ++s) {
+                o += Real(rec[Record::QKm + r * kC + s]) * U[s][j];
+            }
+            p.dst[((int64_t(b) * p.T + t0 + r) * p.H_v + h) * kS + j] = Out(o * Real(p.scale));
+        }
+    }
+}
+
 // S0 <- e^{G_{L-1}} S0 + Kend^T U
 template <typename Real> void advance_state_host(const Real * rec, double G_last, Real (*S0)[kS], const Real (*U)[kS]) {
     const Real decay = Real(std::exp(G_last));
@@ -231,17 +249,8 @@ void state_pass_host(const fusekit_gdn::GdnParamsT<Out> & p, int b, int h, Real 
             G[r] = record_G(rec, r);
         }
         pseudo_values_host(rec, S0, U);
+        chunk_outputs_host(p, b, h, t0, L, rec, S0, U);
         for (int r = 0; r < L; ++r) {
-            for (int j = 0; j < kS; ++j) {
-                Real o = 0;
-                for (int i = 0; i < kS; ++i) {
-                    o += Real(rec[Record::Qe + r * kS + i]) * S0[i][j];
-                }
-                for (int s = 0; s <= r; ++s) {
-                    o += Real(rec[Record::QKm + r * kC + s]) * U[s][j];
-                }
-                p.dst[((int64_t(b) * p.T + t0 + r) * p.H_v + h) * kS + j] = Out(o * Real(p.scale));
-            }
             snapshot_host(p, b, h, t0, r, G, S0, U);
         }
         advance_state_host(rec, G[L - 1], S0, U);
@@ -294,18 +303,9 @@ void output_host(const fusekit_gdn::GdnParamsT<Out> & p, int b, int h, int c, co
     const Real * rec = records + record_index(p, b, h, c) * Record::floats;
     const Real * st  = states + record_index(p, b, h, c) * kS * kS;
     const int    t0 = c * kC, L = p.T - t0 < kC ? p.T - t0 : kC;
-    for (int r = 0; r < L; ++r) {
-        for (int j = 0; j < kS; ++j) {
-            Real o = 0;
-            for (int i = 0; i < kS; ++i) {
-                o += rec[Record::Qe + r * kS + i] * st[i * kS + j];
-            }
-            for (int s = 0; s <= r; ++s) {
-                o += rec[Record::QKm + r * kC + s] * rec[Record::U0 + s * kS + j];
-            }
-            p.dst[((int64_t(b) * p.T + t0 + r) * p.H_v + h) * kS + j] = Out(o * Real(p.scale));
-        }
-    }
+    // the chunk's state and U (over U0) are row-major kS-wide matrices
+    chunk_outputs_host(p, b, h, t0, L, rec, reinterpret_cast<const Real (*)[kS]>(st),
+                       reinterpret_cast<const Real (*)[kS]>(rec + Record::U0));
 }
 
 // ---- P = (I + A)^-1 by 16 x 16 blocks (the prep pass's solve since session 13) ----------------------------------
@@ -777,28 +777,22 @@ __global__ void __launch_bounds__(kStateThreads) chunked_gdn_tc_output(GdnParams
     for (FragAcc & a : acc) {
         wmma::fill_fragment(a, 0.0f);
     }
-    for (int kk = 0; kk < kS / 8; ++kk) {  // Qe S0
-        FragA a;
-        wmma::load_matrix_sync(a, rec + Record::Qe + tm * 16 * kS + kk * 8, kS);
-        to_tf32(a);
-        for (int t = 0; t < 4; ++t) {
-            FragB bf;
-            wmma::load_matrix_sync(bf, sh.s0 + kk * 8 * kS + (tn0 + t) * 16, kS);
-            to_tf32(bf);
-            wmma::mma_sync(acc[t], a, bf, acc[t]);
+    // acc += A (the warp's 16 rows, lda, k columns) times B (k rows of the shared matrix, ld kS), four column tiles
+    auto accumulate = [&](const float * a_rows, int lda, int k, const float * b) {
+        for (int kk = 0; kk < k / 8; ++kk) {
+            FragA a;
+            wmma::load_matrix_sync(a, a_rows + kk * 8, lda);
+            to_tf32(a);
+            for (int t = 0; t < 4; ++t) {
+                FragB bf;
+                wmma::load_matrix_sync(bf, b + kk * 8 * kS + (tn0 + t) * 16, kS);
+                to_tf32(bf);
+                wmma::mma_sync(acc[t], a, bf, acc[t]);
+            }
         }
-    }
-    for (int kk = 0; kk < kC / 8; ++kk) {  // QKm U
-        FragA a;
-        wmma::load_matrix_sync(a, rec + Record::QKm + tm * 16 * kC + kk * 8, kC);
-        to_tf32(a);
-        for (int t = 0; t < 4; ++t) {
-            FragB bf;
-            wmma::load_matrix_sync(bf, sh.u + kk * 8 * kS + (tn0 + t) * 16, kS);
-            to_tf32(bf);
-            wmma::mma_sync(acc[t], a, bf, acc[t]);
-        }
-    }
+    };
+    accumulate(rec + Record::Qe + tm * 16 * kS, kS, kS, sh.s0);   // Qe S0
+    accumulate(rec + Record::QKm + tm * 16 * kC, kC, kC, sh.u);   // QKm U
     __syncthreads();  // every warp is done with S0: its buffer takes the result tiles
     for (int t = 0; t < 4; ++t) {
         wmma::store_matrix_sync(sh.s0 + tm * 16 * kS + (tn0 + t) * 16, acc[t], kS, wmma::mem_row_major);

@@ -247,9 +247,6 @@ case "$STEP" in
   check-own)  # each fusion script's own checks only (FOCUS picks the scripts): its ops, GGML_CUDA_DISABLE_FUSION=1, and
     # its sabotage build failing (build the spec the script names, e.g. VARIANTS="fusion-3 fusion-3+$X/sabotage-moe-router.patch")
     each check || true
-    # stock's GATED_DELTA_NET timing beside fusion-4's standalone program (the kernels step): test-backend-ops perf
-    use_fusekit
-    "$(bin_of stock)/test-backend-ops" perf -b CUDA0 -o GATED_DELTA_NET >"$B/results/tbo-perf-gdn-stock.txt" 2>&1 || true
     cat "$B/results/checks.txt" 2>/dev/null || true
     ;;
   eval-own)  # each fusion script's own eval (FOCUS picks the scripts), e.g. fusion-4's at prompt-sized batches
