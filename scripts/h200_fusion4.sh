@@ -6,7 +6,7 @@
 #   scripts/h200_fusion4.sh B check       # GATED_DELTA_NET (the long cases included) and the cache-write cases
 #                                         # pass, with fusion disabled too; the sabotage fails them; stock and
 #                                         # fusion-4 timed by test-backend-ops perf on the same cases
-#   scripts/h200_fusion4.sh B eval        # fusekit eval fusion-4 vs stock on the 35B preset (prompt-sized batches)
+#   scripts/h200_fusion4.sh B eval        # fusekit eval fusion-4 vs stock on the 35B preset, KL over 4096-token contexts
 set -euo pipefail
 B=${1:?batch folder}; STEP=${2:?step}
 REPO=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
@@ -38,7 +38,7 @@ case "$STEP" in
     smi check
     ;;
   eval)
-    session_eval fusion-4 "$BIG" fusion-4-35b --ppl --kl
+    session_eval fusion-4 "$BIG" fusion-4-35b --ppl --kl --ctx 4096 --chunks 2  # 512-token ubatches across a 4096 context
     ;;
   *) echo "unknown step $STEP" >&2; exit 2 ;;
 esac
