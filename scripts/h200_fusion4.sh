@@ -4,8 +4,9 @@
 #
 #   scripts/h200_fusion4.sh B variants    # builds besides stock: fusion-4 and its sabotage variant
 #   scripts/h200_fusion4.sh B check       # GATED_DELTA_NET (the long cases included) and the cache-write cases
-#                                         # pass, with fusion disabled too; the sabotage fails them; stock and
-#                                         # fusion-4 timed by test-backend-ops perf on the same cases
+#                                         # pass, chunked from 128 tokens and at the default threshold, with fusion
+#                                         # disabled too; the sabotage fails them; stock and fusion-4 timed by
+#                                         # test-backend-ops perf on the same cases (chunked from 128 tokens)
 #   scripts/h200_fusion4.sh B eval        # fusekit eval fusion-4 vs stock on the 35B preset, KL over 4096-token contexts
 set -euo pipefail
 B=${1:?batch folder}; STEP=${2:?step}
@@ -27,13 +28,16 @@ case "$STEP" in
     use_fusekit
     smi check
     F4=$(bin_of fusion-4); SB=$(bin_of "fusion-4+sabotage-chunked-gdn")
+    # MIN=128: the chunked kernels take every case from 128 tokens (the default, 1024, leaves the shorter ones serial)
+    MIN=FUSEKIT_CHUNKED_GDN_MIN_TOKENS=128
     for op in GATED_DELTA_NET GATED_DELTA_NET_CACHE_FUSION; do
-      tbo "fusion-4-$op" pass "$F4" -o "$op"
-      tbo "fusion-4-disabled-$op" pass "$F4" GGML_CUDA_DISABLE_FUSION=1 -o "$op"
+      tbo "fusion-4-$op" pass "$F4" "$MIN" -o "$op"
+      tbo "fusion-4-default-$op" pass "$F4" -o "$op"
+      tbo "fusion-4-disabled-$op" pass "$F4" "$MIN" GGML_CUDA_DISABLE_FUSION=1 -o "$op"
     done
-    tbo fusion-4-sabotage-GATED_DELTA_NET fail "$SB" -o GATED_DELTA_NET -p 'head_size=128,n_seq_tokens=(512|4096|8192|300|200|130|128),'
-    for label in stock fusion-4; do
-      "$(bin_of "$label")/test-backend-ops" perf -b CUDA0 -o GATED_DELTA_NET >"$B/results/tbo-perf-gdn-$label.txt" 2>&1 || true
+    tbo fusion-4-sabotage-GATED_DELTA_NET fail "$SB" "$MIN" -o GATED_DELTA_NET -p 'head_size=128,n_seq_tokens=(512|4096|8192|300|200|130|128),'
+    for label in stock fusion-4; do  # the chunked kernels' times from 128 tokens, against the serial kernel's
+      env "$MIN" "$(bin_of "$label")/test-backend-ops" perf -b CUDA0 -o GATED_DELTA_NET >"$B/results/tbo-perf-gdn-$label.txt" 2>&1 || true
     done
     smi check
     ;;
