@@ -89,17 +89,50 @@ def moe_router_table(source: str, data: dict[str, Any]) -> TimingTable | None:
 
 
 STEP_2A = " (step 2a, TF32 two passes)"
-STEP_2B = " (step 2b, three passes)"
+# The three-pass steps (prep pass, chain of chunk states, output pass): their column label and the suffix of their rows.
+THREE_PASS_STEPS = (
+    ("step 2b", " (step 2b, three passes)"),  # after session 13
+    ("step 2c", " (step 2c, padded shared rows)"),  # after session 14: step 2b's rows padded against bank conflicts
+)
+
+
+def _three_pass_columns(label: str, entries: dict[str, dict[str, Any]]) -> tuple[list[str], Callable[[str], list[str]]]:
+    """The columns of one three-pass step (the prep pass alone where the program timed it) and a row's cells."""
+    with_prep = any("prep_median_us" in entry for entry in entries.values())
+    headers = [label] + ([f"{label} prep pass"] if with_prep else []) + [f"{label} chain", f"{label} output pass"]
+    headers.append(f"{label} error out / state")
+
+    def cells(what: str) -> list[str]:
+        entry = entries.get(what)
+        if entry is None:
+            return [""] * len(headers)
+        prep = [f"{entry['prep_median_us']:.2f}" if "prep_median_us" in entry else ""] if with_prep else []
+        return [
+            _us({"us": entry["median_us"], "ok": entry["ok"]}),
+            *prep,
+            f"{entry['chain_median_us']:.2f}",
+            f"{entry['output_median_us']:.2f}",
+            f"{entry['err_out']:.1e} / {entry['err_state']:.1e}",
+        ]
+
+    return headers, cells
 
 
 def chunked_gdn_table(source: str, data: dict[str, Any]) -> TimingTable | None:
-    """Per case: the step-1 fp32 kernel, step 2a's two tensor-core passes and, where the program ran it, step 2b's
-    three (prep, chain, output) (µs per layer), with their errors."""
+    """Per case: the step-1 fp32 kernel, step 2a's two tensor-core passes and, where the program ran them, the
+    three-pass steps (prep, chain, output; µs per layer), with their errors."""
     cases = data.get("cases", [])
     step_2a = {case["what"].removesuffix(STEP_2A): case for case in cases if case["what"].endswith(STEP_2A)}
-    step_2b = {case["what"].removesuffix(STEP_2B): case for case in cases if case["what"].endswith(STEP_2B)}
     if not step_2a:
         return None
+    headers = ["case", "step 1", "step 2a", "step 2a, 16 columns", "prep pass", "step 2a error out / state"]
+    three_pass = []
+    for label, suffix in THREE_PASS_STEPS:
+        entries = {case["what"].removesuffix(suffix): case for case in cases if case["what"].endswith(suffix)}
+        if entries:
+            step_headers, cells = _three_pass_columns(label, entries)
+            headers += step_headers
+            three_pass.append(cells)
     rows = []
     for case in cases:
         two = step_2a.get(case["what"])
@@ -113,35 +146,25 @@ def chunked_gdn_table(source: str, data: dict[str, Any]) -> TimingTable | None:
             f"{two['prep_median_us']:.2f}",
             f"{two['err_out']:.1e} / {two['err_state']:.1e} (limit {two['tolerance']:.0e})",
         ]
-        if step_2b:
-            three = step_2b.get(case["what"])
-            row += (
-                [
-                    _us({"us": three["median_us"], "ok": three["ok"]}),
-                    f"{three['chain_median_us']:.2f}",
-                    f"{three['output_median_us']:.2f}",
-                    f"{three['err_out']:.1e} / {three['err_state']:.1e}",
-                ]
-                if three
-                else ["", "", "", ""]
-            )
+        for cells in three_pass:
+            row += cells(case["what"])
         rows.append(row)
     stock = data.get("stock_serial_us_t4096_h200")
     caption = (
         "µs per gated-delta-net layer: step 1 (fp32, one CTA per column slice, chunks in turn) and step 2a (a prep "
         "pass over all chunks, then the state pass; 32 or 16 value columns per CTA)"
     )
-    if step_2b:
-        caption += "; step 2b (the prep pass, the chain of chunk states, then the output pass over all chunks)"
+    if three_pass:
+        caption += (
+            "; the three-pass steps (the prep pass, the chain of chunk states, then the output pass over all chunks): "
+            "step 2b, and step 2c with its shared-memory rows padded against bank conflicts"
+        )
     if stock:
         caption += (
             f"; the program then quoted issue #10's {stock[0]}-{stock[1]} µs for stock as T = 4096, but that figure is "
             "per 512-token call (ubatch) of a 4096-token prompt: stock's own timing is test-backend-ops perf "
             "(tbo-perf-gdn-stock.txt of a session that ran it)"
         )
-    headers = ["case", "step 1", "step 2a", "step 2a, 16 columns", "prep pass", "step 2a error out / state"]
-    if step_2b:
-        headers += ["step 2b", "chain", "output pass", "step 2b error out / state"]
     return TimingTable(source, caption, headers, rows)
 
 

@@ -31,6 +31,7 @@
 #include <cstdio>
 #include <string>
 #include <thread>
+#include <type_traits>
 #include <vector>
 
 namespace {
@@ -64,32 +65,54 @@ template <typename Launch> std::vector<double> time_launches(Launch launch) {
 
 // Step 2a (fusekit-chunked-gdn-tc.cuh): the prep pass over every chunk, then the state pass with N value columns
 // per CTA; records is the workspace (fusekit_gdn_tc::workspace_floats floats).
-template <int N> void launch_two_pass(const GdnParams & p, float * records, int sabotage) {
+template <int Pad> void launch_prep(const GdnParams & p, float * records, int sabotage) {
     using namespace fusekit_gdn_tc;
     const dim3 prep_grid(unsigned(chunk_count(p.T)), unsigned(p.H_v), unsigned(p.B));
-    chunked_gdn_tc_prep<<<prep_grid, kPrepThreads, prep_shared_bytes()>>>(p, records, sabotage);
+    chunked_gdn_tc_prep<Pad><<<prep_grid, kPrepThreads, prep_shared_bytes<Pad>()>>>(p, records, sabotage);
+}
+template <int N> void launch_two_pass(const GdnParams & p, float * records, int sabotage) {
+    using namespace fusekit_gdn_tc;
+    launch_prep<kPadNone>(p, records, sabotage);
     const dim3 state_grid(unsigned(kS / N), unsigned(p.H_v), unsigned(p.B));
     chunked_gdn_tc_state<N><<<state_grid, kStateThreads, state_shared_bytes<N>()>>>(p, records);
 }
 
 // Step 2b: the same prep pass, then the chain with N value columns per CTA (the chunk states and U), then the output
-// pass over every chunk; states holds fusekit_gdn_tc::states_floats floats.
-template <int N> void launch_chain(const GdnParams & p, float * records, float * states) {
+// pass over every chunk; states holds fusekit_gdn_tc::states_floats floats. Pad: the shared rows' padding of all
+// three (kPadNone as measured in session 14; kPadBanks, step 2c, against bank conflicts).
+template <int N, int Pad> void launch_chain(const GdnParams & p, float * records, float * states) {
     using namespace fusekit_gdn_tc;
     const dim3 chain_grid(unsigned(kS / N), unsigned(p.H_v), unsigned(p.B));
-    chunked_gdn_tc_chain<N><<<chain_grid, kStateThreads, chain_shared_bytes<N>()>>>(p, records, states);
+    chunked_gdn_tc_chain<N, Pad><<<chain_grid, kStateThreads, chain_shared_bytes<N, Pad>()>>>(p, records, states);
 }
-void launch_output(const GdnParams & p, const float * records, const float * states) {
+template <int Pad> void launch_output(const GdnParams & p, const float * records, const float * states) {
     using namespace fusekit_gdn_tc;
     const dim3 grid(unsigned(chunk_count(p.T)), unsigned(p.H_v), unsigned(p.B));
-    chunked_gdn_tc_output<<<grid, kStateThreads, output_shared_bytes()>>>(p, records, states);
+    chunked_gdn_tc_output<Pad><<<grid, kStateThreads, output_shared_bytes<Pad>()>>>(p, records, states);
 }
-void launch_split(const GdnParams & p, float * records, float * states, int sabotage) {
+template <int Pad> void launch_split(const GdnParams & p, float * records, float * states, int sabotage) {
+    launch_prep<Pad>(p, records, sabotage);
+    launch_chain<32, Pad>(p, records, states);
+    launch_output<Pad>(p, records, states);
+}
+
+// The device passes' shared memory above the default 48 KB, for one padding of the rows.
+template <int Pad> void allow_shared_memory() {
     using namespace fusekit_gdn_tc;
-    const dim3 prep_grid(unsigned(chunk_count(p.T)), unsigned(p.H_v), unsigned(p.B));
-    chunked_gdn_tc_prep<<<prep_grid, kPrepThreads, prep_shared_bytes()>>>(p, records, sabotage);
-    launch_chain<32>(p, records, states);
-    launch_output(p, records, states);
+    CHECK(cudaFuncSetAttribute(chunked_gdn_tc_prep<Pad>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                               int(prep_shared_bytes<Pad>())));
+    CHECK(cudaFuncSetAttribute(chunked_gdn_tc_chain<32, Pad>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                               int(chain_shared_bytes<32, Pad>())));
+    CHECK(cudaFuncSetAttribute(chunked_gdn_tc_output<Pad>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                               int(output_shared_bytes<Pad>())));
+}
+
+// How many prep CTAs share an SM (session 13's first prep pass: one; the blocked solve's version is sized for two).
+template <int Pad> int prep_ctas_per_sm() {
+    int ctas = 0;
+    CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&ctas, fusekit_gdn_tc::chunked_gdn_tc_prep<Pad>,
+                                                        fusekit_gdn_tc::kPrepThreads, fusekit_gdn_tc::prep_shared_bytes<Pad>()));
+    return ctas;
 }
 
 double chunked_flops(const Case & c) {
@@ -124,22 +147,17 @@ int main(int argc, char ** argv) {
         return 2;
     }
     CHECK(cudaFuncSetAttribute(chunked_gdn_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem)));
-    CHECK(cudaFuncSetAttribute(fusekit_gdn_tc::chunked_gdn_tc_prep, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                               int(fusekit_gdn_tc::prep_shared_bytes())));
     CHECK(cudaFuncSetAttribute(fusekit_gdn_tc::chunked_gdn_tc_state<32>, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                int(fusekit_gdn_tc::state_shared_bytes<32>())));
     CHECK(cudaFuncSetAttribute(fusekit_gdn_tc::chunked_gdn_tc_state<16>, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                int(fusekit_gdn_tc::state_shared_bytes<16>())));
-    CHECK(cudaFuncSetAttribute(fusekit_gdn_tc::chunked_gdn_tc_chain<32>, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                               int(fusekit_gdn_tc::chain_shared_bytes<32>())));
-    CHECK(cudaFuncSetAttribute(fusekit_gdn_tc::chunked_gdn_tc_output, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                               int(fusekit_gdn_tc::output_shared_bytes())));
-    // How many prep CTAs share an SM (session 13's first prep pass: one; the blocked solve's version is sized for two).
-    int prep_ctas_per_sm = 0;
-    CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&prep_ctas_per_sm, fusekit_gdn_tc::chunked_gdn_tc_prep,
-                                                        fusekit_gdn_tc::kPrepThreads, fusekit_gdn_tc::prep_shared_bytes()));
-    std::printf("prep pass: %zu bytes of shared memory, %d CTAs per SM\n", fusekit_gdn_tc::prep_shared_bytes(),
-                prep_ctas_per_sm);
+    allow_shared_memory<fusekit_gdn_tc::kPadNone>();
+    allow_shared_memory<fusekit_gdn_tc::kPadBanks>();
+    const int prep_ctas = prep_ctas_per_sm<fusekit_gdn_tc::kPadNone>();
+    const int prep_ctas_padded = prep_ctas_per_sm<fusekit_gdn_tc::kPadBanks>();
+    std::printf("prep pass: %zu bytes of shared memory, %d CTAs per SM (padded rows: %zu bytes, %d CTAs per SM)\n",
+                fusekit_gdn_tc::prep_shared_bytes<fusekit_gdn_tc::kPadNone>(), prep_ctas,
+                fusekit_gdn_tc::prep_shared_bytes<fusekit_gdn_tc::kPadBanks>(), prep_ctas_padded);
     // TF32 keeps 10 of fp32's 23 mantissa bits (unit roundoff 4.9e-4): every chunk product of the two passes rounds
     // its inputs to that, and the state carries it from chunk to chunk (damped by the decays). A first limit of 1e-2
     // (20 roundoffs) separates it from a wrong result (the sabotage scores 4e-2 to 5e-1 on the host); it is to be
@@ -149,7 +167,8 @@ int main(int argc, char ** argv) {
     std::string json = "{\"device\": \"" + std::string(prop.name) + "\", \"sabotage\": " + (sabotage ? "true" : "false") +
                        ", \"chunk\": " + std::to_string(kChunk) + ", \"cols_per_cta\": " + std::to_string(kCols) +
                        ", \"threads\": " + std::to_string(kThreads) + ", \"shared_bytes\": " + std::to_string(smem) +
-                       ", \"prep_ctas_per_sm\": " + std::to_string(prep_ctas_per_sm) +
+                       ", \"prep_ctas_per_sm\": " + std::to_string(prep_ctas) +
+                       ", \"prep_ctas_per_sm_padded\": " + std::to_string(prep_ctas_padded) +
                        ", \"cases\": [";  // stock's time: test-backend-ops perf in the same session (tbo-perf-gdn-stock.txt)
     int checks = 0, failures = 0;
     for (const Case & c : cases) {
@@ -222,11 +241,7 @@ int main(int argc, char ** argv) {
         const bool tc_ok_out = tc_out < kTolTc, tc_ok_state = tc_state < kTolTc;
         const double tc32 = fusekit_standalone::median(time_launches([&] { launch_two_pass<32>(p, d_records, 0); }));
         const double tc16 = fusekit_standalone::median(time_launches([&] { launch_two_pass<16>(p, d_records, 0); }));
-        const dim3   prep_grid(unsigned(fusekit_gdn_tc::chunk_count(p.T)), unsigned(p.H_v), unsigned(p.B));
-        const double prep = fusekit_standalone::median(time_launches([&] {
-            fusekit_gdn_tc::chunked_gdn_tc_prep<<<prep_grid, fusekit_gdn_tc::kPrepThreads, fusekit_gdn_tc::prep_shared_bytes()>>>(
-                p, d_records, 0);
-        }));
+        const double prep = fusekit_standalone::median(time_launches([&] { launch_prep<fusekit_gdn_tc::kPadNone>(p, d_records, 0); }));
         std::printf("  step 2a, TF32 two passes: out err %.2e %s, state err %.2e %s, %.1f us (16 columns per CTA: %.1f us; "
                     "prep pass alone %.1f us)\n",
                     tc_out, tc_ok_out ? "ok" : "FAIL", tc_state, tc_ok_state ? "ok" : "FAIL", tc32, tc16, prep);
@@ -238,26 +253,34 @@ int main(int argc, char ** argv) {
                       prep, (long long) (fusekit_gdn_tc::workspace_floats(p) * 4));
         json += row;
 
-        // step 2b: the chain and the output pass after the same prep pass, checked against the same reference, timed
-        // whole and by pass (the chain alone rewrites U over U0 on every call: its values drift, its time does not)
+        // step 2b (unpadded shared rows) and step 2c (padded): the chain and the output pass after the same prep pass,
+        // checked against the same reference, timed whole and by pass (the chain alone rewrites U over U0 on every
+        // call: its values drift, its time does not; each whole run first rewrites the records)
         float * d_states = nullptr;
         CHECK(cudaMalloc(&d_states, size_t(fusekit_gdn_tc::states_floats(p)) * sizeof(float)));
-        double sp_out = 0, sp_state = 0;
-        checked_run([&](int sab) { launch_split(p, d_records, d_states, sab); }, sp_out, sp_state);
-        const bool sp_ok_out = sp_out < kTolTc, sp_ok_state = sp_state < kTolTc;
-        const double split  = fusekit_standalone::median(time_launches([&] { launch_split(p, d_records, d_states, 0); }));
-        const double output = fusekit_standalone::median(time_launches([&] { launch_output(p, d_records, d_states); }));
-        const double chain  = fusekit_standalone::median(time_launches([&] { launch_chain<32>(p, d_records, d_states); }));
-        std::printf("  step 2b, prep + chain + output: out err %.2e %s, state err %.2e %s, %.1f us (chain alone %.1f us, "
-                    "output pass alone %.1f us)\n",
-                    sp_out, sp_ok_out ? "ok" : "FAIL", sp_state, sp_ok_state ? "ok" : "FAIL", split, chain, output);
-        std::snprintf(row, sizeof(row),
-                      ", {\"what\": \"%s (step 2b, three passes)\", \"T\": %d, \"B\": %d, \"K\": %d, "
-                      "\"err_out\": %.3e, \"err_state\": %.3e, \"tolerance\": %.0e, \"ok\": %s, \"median_us\": %.2f, "
-                      "\"chain_median_us\": %.2f, \"output_median_us\": %.2f, \"states_bytes\": %lld}",
-                      c.what, c.T, c.B, c.K, sp_out, sp_state, kTolTc, sp_ok_out && sp_ok_state ? "true" : "false", split,
-                      chain, output, (long long) (fusekit_gdn_tc::states_floats(p) * 4));
-        json += row;
+        auto three_passes = [&](auto pad, const char * step, const char * what) {
+            constexpr int Pad = decltype(pad)::value;
+            double sp_out = 0, sp_state = 0;
+            checked_run([&](int sab) { launch_split<Pad>(p, d_records, d_states, sab); }, sp_out, sp_state);
+            const bool   sp_ok = sp_out < kTolTc && sp_state < kTolTc;
+            const double split = fusekit_standalone::median(time_launches([&] { launch_split<Pad>(p, d_records, d_states, 0); }));
+            const double prep_alone = fusekit_standalone::median(time_launches([&] { launch_prep<Pad>(p, d_records, 0); }));
+            const double output = fusekit_standalone::median(time_launches([&] { launch_output<Pad>(p, d_records, d_states); }));
+            const double chain  = fusekit_standalone::median(time_launches([&] { launch_chain<32, Pad>(p, d_records, d_states); }));
+            std::printf("  %s, %s: out err %.2e %s, state err %.2e %s, %.1f us (prep pass alone %.1f us, chain alone %.1f us, "
+                        "output pass alone %.1f us)\n",
+                        step, what, sp_out, sp_out < kTolTc ? "ok" : "FAIL", sp_state, sp_state < kTolTc ? "ok" : "FAIL", split,
+                        prep_alone, chain, output);
+            std::snprintf(row, sizeof(row),
+                          ", {\"what\": \"%s (%s, %s)\", \"T\": %d, \"B\": %d, \"K\": %d, \"pad\": %d, "
+                          "\"err_out\": %.3e, \"err_state\": %.3e, \"tolerance\": %.0e, \"ok\": %s, \"median_us\": %.2f, "
+                          "\"prep_median_us\": %.2f, \"chain_median_us\": %.2f, \"output_median_us\": %.2f, \"states_bytes\": %lld}",
+                          c.what, step, what, c.T, c.B, c.K, Pad, sp_out, sp_state, kTolTc, sp_ok ? "true" : "false", split,
+                          prep_alone, chain, output, (long long) (fusekit_gdn_tc::states_floats(p) * 4));
+            json += row;
+        };
+        three_passes(std::integral_constant<int, fusekit_gdn_tc::kPadNone>{}, "step 2b", "three passes");
+        three_passes(std::integral_constant<int, fusekit_gdn_tc::kPadBanks>{}, "step 2c", "padded shared rows");
         CHECK(cudaFree(d_states));
         CHECK(cudaFree(d_records));
         for (const float * d : {p.q, p.k, p.v, p.g, p.beta, p.state}) {

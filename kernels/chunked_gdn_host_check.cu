@@ -254,15 +254,29 @@ std::vector<double> inverse_by_substitution(const std::vector<double> & A) {
     return P;
 }
 
-// The blocked inverse in Real, with nthr turn-taking workers (nthr = 1: one worker, no-op barrier).
+// The blocked inverse in Real, with nthr turn-taking workers (nthr = 1: one worker, no-op barrier), its matrices' rows
+// ld floats apart (ld > kC: the device's padded rows; the padding starts as NaN and is never read); P comes back kC
+// wide.
 template <typename Real>
-std::vector<Real> inverse_blocked(const std::vector<double> & A64, int nthr, bool start_reversed, int sabotage) {
+std::vector<Real> inverse_blocked(const std::vector<double> & A64, int nthr, bool start_reversed, int sabotage,
+                                  int ld = fusekit_gdn_tc::kC) {
     using fusekit_gdn_tc::kC;
-    const std::vector<Real> A(A64.begin(), A64.end());
-    std::vector<Real>       P(size_t(kC) * kC, Real(NAN)), X(size_t(kC) * kC, Real(NAN));
+    std::vector<Real> A(size_t(kC) * ld, Real(NAN)), P(size_t(kC) * ld, Real(NAN)), X(size_t(kC) * ld, Real(NAN));
+    for (int r = 0; r < kC; ++r) {
+        for (int c = 0; c < kC; ++c) {
+            A[size_t(r) * ld + c] = Real(A64[size_t(r) * kC + c]);
+        }
+    }
+    auto packed = [&] {
+        std::vector<Real> out(size_t(kC) * kC);
+        for (int r = 0; r < kC; ++r) {
+            std::copy_n(P.begin() + ptrdiff_t(r) * ld, kC, out.begin() + ptrdiff_t(r) * kC);
+        }
+        return out;
+    };
     if (nthr == 1) {
-        fusekit_gdn_tc::invert_unit_lower_blocked(A.data(), P.data(), X.data(), 0, 1, NoBarrier{}, sabotage);
-        return P;
+        fusekit_gdn_tc::invert_unit_lower_blocked(A.data(), P.data(), X.data(), 0, 1, NoBarrier{}, sabotage, ld);
+        return packed();
     }
     TurnTakingCta            cta(nthr, start_reversed);
     std::vector<std::thread> workers;
@@ -270,12 +284,12 @@ std::vector<Real> inverse_blocked(const std::vector<double> & A64, int nthr, boo
         workers.emplace_back([&, tid] {
             cta.wait_turn(tid);
             fusekit_gdn_tc::invert_unit_lower_blocked(A.data(), P.data(), X.data(), tid, nthr, TurnBarrier{&cta, tid},
-                                                      sabotage);
+                                                      sabotage, ld);
             cta.hand_over();
         });
     }
     for (auto & t : workers) t.join();
-    return P;
+    return packed();
 }
 
 template <typename Real> double max_relative_difference(const std::vector<Real> & x, const std::vector<double> & ref) {
@@ -386,6 +400,13 @@ int main(int argc, char ** argv) {
                 std::printf("  256 turn-taking workers, %s order first: %s\n", start_reversed ? "reverse" : "forward",
                             ok ? "bit-identical to one worker" : "WRONG, differs from one worker");
             }
+            // the device's padded rows (NaN padding: a read of it would show)
+            const auto padded = inverse_blocked<float>(in.A, 256, false, 0, fusekit_gdn_tc::kC + fusekit_gdn_tc::kPadBanks);
+            const bool ok     = std::memcmp(padded.data(), one.data(), one.size() * sizeof(float)) == 0;
+            ++checks;
+            failures += ok ? 0 : 1;
+            std::printf("  256 workers, rows of %d floats: %s\n", fusekit_gdn_tc::kC + fusekit_gdn_tc::kPadBanks,
+                        ok ? "bit-identical to one worker" : "WRONG, differs from one worker");
         }
     }
     if (!sabotage) {

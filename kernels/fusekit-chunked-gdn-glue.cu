@@ -17,7 +17,9 @@ constexpr int kSabotage = 0;
 // fusekit's checks set FUSEKIT_CHUNKED_GDN_MIN_TOKENS=128 so that their shorter cases reach the chunked kernels.
 constexpr int kDefaultMinTokens = 1024;
 
-constexpr int kChainColumns = 32;  // value columns per chain CTA (168 KB of shared memory)
+constexpr int kChainColumns = 32;  // value columns per chain CTA (177 KB of shared memory, padded)
+// Shared-memory rows padded against bank conflicts (after session 14; the standalone program times both layouts)
+constexpr int kPad = fusekit_gdn_tc::kPadBanks;
 
 bool fusion_disabled() {
     static const bool disabled = getenv("GGML_CUDA_DISABLE_FUSION") != nullptr && atoi(getenv("GGML_CUDA_DISABLE_FUSION"));
@@ -31,12 +33,12 @@ void allow_shared_memory(int device) {
         return;
     }
     using namespace fusekit_gdn_tc;
-    CUDA_CHECK(cudaFuncSetAttribute(chunked_gdn_tc_prep, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                    int(prep_shared_bytes())));
-    CUDA_CHECK(cudaFuncSetAttribute(chunked_gdn_tc_chain<kChainColumns>, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                    int(chain_shared_bytes<kChainColumns>())));
-    CUDA_CHECK(cudaFuncSetAttribute(chunked_gdn_tc_output, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                    int(output_shared_bytes())));
+    CUDA_CHECK(cudaFuncSetAttribute(chunked_gdn_tc_prep<kPad>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                    int(prep_shared_bytes<kPad>())));
+    CUDA_CHECK(cudaFuncSetAttribute(chunked_gdn_tc_chain<kChainColumns, kPad>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                    int(chain_shared_bytes<kChainColumns, kPad>())));
+    CUDA_CHECK(cudaFuncSetAttribute(chunked_gdn_tc_output<kPad>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                    int(output_shared_bytes<kPad>())));
     done[device] = true;
 }
 
@@ -66,7 +68,7 @@ bool fusekit_chunked_gdn_try(ggml_backend_cuda_context & ctx, const ggml_tensor 
     }
     const auto & device = ggml_cuda_info().devices[ctx.device];
     if (!GGML_CUDA_CC_IS_NVIDIA(device.cc) || ggml_cuda_highest_compiled_arch(device.cc) < GGML_CUDA_CC_AMPERE ||
-        device.smpbo < chain_shared_bytes<kChainColumns>()) {
+        device.smpbo < chain_shared_bytes<kChainColumns, kPad>()) {
         return false;
     }
     GdnParams p{};
@@ -97,11 +99,11 @@ bool fusekit_chunked_gdn_try(ggml_backend_cuda_context & ctx, const ggml_tensor 
     cudaStream_t                stream = ctx.stream();
     const dim3                  chunk_grid(unsigned(chunk_count(p.T)), unsigned(p.H_v), unsigned(p.B));
     const dim3                  chain_grid(unsigned(kS / kChainColumns), unsigned(p.H_v), unsigned(p.B));
-    chunked_gdn_tc_prep<<<chunk_grid, kPrepThreads, prep_shared_bytes(), stream>>>(
+    chunked_gdn_tc_prep<kPad><<<chunk_grid, kPrepThreads, prep_shared_bytes<kPad>(), stream>>>(
         p, records.get(), kSabotage ? fusekit_gdn::kSabotageMaskDiagonal : fusekit_gdn::kSabotageNone);
-    chunked_gdn_tc_chain<kChainColumns><<<chain_grid, kStateThreads, chain_shared_bytes<kChainColumns>(), stream>>>(
+    chunked_gdn_tc_chain<kChainColumns, kPad><<<chain_grid, kStateThreads, chain_shared_bytes<kChainColumns, kPad>(), stream>>>(
         p, records.get(), states.get());
-    chunked_gdn_tc_output<<<chunk_grid, kStateThreads, output_shared_bytes(), stream>>>(p, records.get(), states.get());
+    chunked_gdn_tc_output<kPad><<<chunk_grid, kStateThreads, output_shared_bytes<kPad>(), stream>>>(p, records.get(), states.get());
     CUDA_CHECK(cudaGetLastError());
     return true;
 }

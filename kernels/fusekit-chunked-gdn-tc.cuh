@@ -317,14 +317,15 @@ void output_host(const fusekit_gdn::GdnParamsT<Out> & p, int b, int h, int c, co
 //                                                          every P_kj it reads is nearer the diagonal)
 // and every element of a phase is a dot product of at most 48 terms that no other element of the phase needs.
 // Phases are separated by `barrier` (__syncthreads in a CTA; the host check also runs 256 turn-taking workers).
-// A, P, X: kC x kC row-major; A strictly lower (read only), X scratch. sabotage (the host check's only) drops the
-// last term of every X_ij, so every block below the diagonal band comes out wrong.
+// A, P, X: kC x kC row-major with rows ld floats apart (ld >= kC: the device pads them); A strictly lower (read only),
+// X scratch. sabotage (the host check's only) drops the last term of every X_ij, so every block below the diagonal
+// band comes out wrong.
 constexpr int kBlock  = 16;
 constexpr int kBlocks = kC / kBlock;
 
 template <typename Real, typename Barrier>
 FUSEKIT_GDN_HD void invert_unit_lower_blocked(const Real * A, Real * P, Real * X, int tid, int nthr, Barrier barrier,
-                                              int sabotage = 0) {
+                                              int sabotage = 0, int ld = kC) {
     // the diagonal blocks, one column per worker item; the blocks above the diagonal are zero
     for (int item = tid; item < kBlocks * kBlock; item += nthr) {
         const int b0 = (item / kBlock) * kBlock, col = b0 + item % kBlock;
@@ -333,17 +334,17 @@ FUSEKIT_GDN_HD void invert_unit_lower_blocked(const Real * A, Real * P, Real * X
             if (r > col) {
                 Real acc = 0;
                 for (int m = col; m < r; ++m) {
-                    acc += A[r * kC + m] * P[m * kC + col];
+                    acc += A[r * ld + m] * P[m * ld + col];
                 }
                 v = -acc;
             }
-            P[r * kC + col] = v;
+            P[r * ld + col] = v;
         }
     }
     for (int idx = tid; idx < kC * kC; idx += nthr) {
         const int r = idx / kC, c = idx % kC;
         if (r / kBlock != c / kBlock) {
-            P[idx] = Real(0);  // above the diagonal: stays 0; below: written by its distance's phase
+            P[r * ld + c] = Real(0);  // above the diagonal: stays 0; below: written by its distance's phase
         }
     }
     barrier();
@@ -355,24 +356,35 @@ FUSEKIT_GDN_HD void invert_unit_lower_blocked(const Real * A, Real * P, Real * X
             const int m_end = i * kBlock - (sabotage ? 1 : 0);
             Real      acc   = 0;
             for (int m = j * kBlock; m < m_end; ++m) {  // the columns of blocks j .. i-1 of row r
-                acc += A[r * kC + m] * P[m * kC + c];
+                acc += A[r * ld + m] * P[m * ld + c];
             }
-            X[r * kC + c] = acc;
+            X[r * ld + c] = acc;
         }
         barrier();
         // P_ij = -P_ii X_ij (P_ii unit lower)
         for (int idx = tid; idx < (kBlocks - d) * kBlock * kBlock; idx += nthr) {
             const int j = idx / (kBlock * kBlock), i = j + d;
             const int r = i * kBlock + (idx / kBlock) % kBlock, c = j * kBlock + idx % kBlock;
-            Real      acc = X[r * kC + c];
+            Real      acc = X[r * ld + c];
             for (int m = i * kBlock; m < r; ++m) {
-                acc += P[r * kC + m] * X[m * kC + c];
+                acc += P[r * ld + m] * X[m * ld + c];
             }
-            P[r * kC + c] = -acc;
+            P[r * ld + c] = -acc;
         }
         barrier();
     }
 }
+
+// Rows of the device passes' shared matrices: Pad floats longer than their width. Without padding (kPadNone) the rows
+// of a wmma fragment lie 64 or 128 floats apart, all on the same few of the 32 banks (up to 8-way conflicts on every
+// fragment load); with kPadBanks each row starts 4 banks after the last. Every padded address stays 32-byte aligned
+// (wmma's requirement): 16 rows of 132, 68 or 36 floats are multiples of 8 floats.
+constexpr int kPadNone  = 0;
+constexpr int kPadBanks = 4;
+template <int Pad> struct Rows {
+    static constexpr int S = kS + Pad;  // rows of kS floats: keys, queries, W, Kend, states, U
+    static constexpr int C = kC + Pad;  // rows of kC floats: A, P
+};
 
 // ---- The device passes (TF32 wmma m16n16k8, fp32 accumulation) ---------------------------------------------------
 #if defined(__CUDACC__)
@@ -420,45 +432,47 @@ __device__ inline void tile_products(int tiles_m, int tiles_n, int k_steps, APtr
 #endif
 }
 
-// Shared memory of the prep pass: keys, queries (later the scaled keys, then the scaled values), A, P, QK.
-struct PrepShared {
-    float  k[kC * kS];
-    float  qb[kC * kS];
-    float  a[kC * kC];
-    float  pinv[kC * kC];
-    float  qk[kC * kC];
+// Shared memory of the prep pass: keys, queries (later the inverse's scratch, the scaled keys, then the scaled
+// values), A and P. Q K^T goes straight into the record, where the decay pass scales it in place.
+template <int Pad> struct PrepShared {
+    float  k[kC * Rows<Pad>::S];
+    float  qb[kC * Rows<Pad>::S];
+    float  a[kC * Rows<Pad>::C];
+    float  pinv[kC * Rows<Pad>::C];
     double G[kC];
     float  beta[kC];
 };
-// 115,456 bytes: two CTAs fit on an sm_90 SM (2 x (115,456 + 1,024 reserved) <= 233,472). g is staged in pinv's first
-// row before the solve writes it; the sabotage factor f is recomputed where it is used (see sabotage_factor).
-static_assert(sizeof(PrepShared) <= 115456, "the prep pass must keep two CTAs per SM on sm_90");
+// 99,072 bytes unpadded, 103,168 padded: two CTAs fit on an sm_90 SM (2 x (size + 1,024 reserved) <= 233,472). g is
+// staged in pinv's first row before the solve writes it; the sabotage factor f is recomputed where it is used.
+static_assert(sizeof(PrepShared<kPadBanks>) <= 115456, "the prep pass must keep two CTAs per SM on sm_90");
 
 // f of the sabotage switch: 1 / (1 + beta_r |k_r|^2) (the causal mask taking the diagonal, as in step 1), else 1.
-__device__ inline float sabotage_factor(const PrepShared & sh, int r, int sabotage) {
+template <int Pad> __device__ inline float sabotage_factor(const PrepShared<Pad> & sh, int r, int sabotage) {
     if (sabotage != fusekit_gdn::kSabotageMaskDiagonal) {
         return 1.0f;
     }
     float kk = 0.0f;
     for (int i = 0; i < kS; ++i) {
-        kk += sh.k[r * kS + i] * sh.k[r * kS + i];
+        kk += sh.k[r * Rows<Pad>::S + i] * sh.k[r * Rows<Pad>::S + i];
     }
     return 1.0f / (1.0f + sh.beta[r] * kk);
 }
 
+template <int Pad>
 __global__ void __launch_bounds__(kPrepThreads) chunked_gdn_tc_prep(GdnParams p, float * records, int sabotage) {
+    constexpr int LS = Rows<Pad>::S, LC = Rows<Pad>::C;
     extern __shared__ __align__(128) unsigned char shared_prep[];
-    PrepShared & sh  = *reinterpret_cast<PrepShared *>(shared_prep);
-    const int    c   = int(blockIdx.x), h = int(blockIdx.y), b = int(blockIdx.z);
-    const int    tid = int(threadIdx.x), nthr = int(blockDim.x);
-    const int    t0 = c * kC, L = p.T - t0 < kC ? p.T - t0 : kC;
-    float *      rec = records + record_index(p, b, h, c) * Record::floats;
+    PrepShared<Pad> & sh = *reinterpret_cast<PrepShared<Pad> *>(shared_prep);
+    const int         c = int(blockIdx.x), h = int(blockIdx.y), b = int(blockIdx.z);
+    const int         tid = int(threadIdx.x), nthr = int(blockDim.x);
+    const int         t0 = c * kC, L = p.T - t0 < kC ? p.T - t0 : kC;
+    float *           rec = records + record_index(p, b, h, c) * Record::floats;
 
     // stage keys and queries (rows past the chunk's end are zero), g and beta
     for (int idx = tid; idx < kC * kS; idx += nthr) {
         const int r = idx / kS, i = idx % kS;
-        sh.k[idx]  = r < L ? key_at(p, b, h, t0 + r, i) : 0.0f;
-        sh.qb[idx] = r < L ? query_at(p, b, h, t0 + r, i) : 0.0f;
+        sh.k[r * LS + i]  = r < L ? key_at(p, b, h, t0 + r, i) : 0.0f;
+        sh.qb[r * LS + i] = r < L ? query_at(p, b, h, t0 + r, i) : 0.0f;
     }
     for (int r = tid; r < kC; r += nthr) {  // every thread its own gate loads (one thread's 64 in a row took ~13 us)
         sh.pinv[r] = r < L ? p.g[gate_index(p, b, h, t0 + r)] : 0.0f;  // g, until the solve writes P
@@ -476,18 +490,18 @@ __global__ void __launch_bounds__(kPrepThreads) chunked_gdn_tc_prep(GdnParams p,
         sh.G[2 * tid + 1] = scan;
     }
 
-    // A_raw = K K^T, QK_raw = Q K^T (K^T: the key rows read as a column-major matrix)
+    // A_raw = K K^T into shared memory, QK_raw = Q K^T into the record (K^T: the key rows read as a column-major matrix)
     tile_products<FragA, FragBt>(
-        4, 4, kS / 8, [&](int tm, int kk) { return sh.k + tm * 16 * kS + kk * 8; }, kS,
-        [&](int kk, int tn) { return sh.k + tn * 16 * kS + kk * 8; }, kS,
-        [&](int tm, int tn, FragAcc & acc) { wmma::store_matrix_sync(sh.a + tm * 16 * kC + tn * 16, acc, kC, wmma::mem_row_major); });
+        4, 4, kS / 8, [&](int tm, int kk) { return sh.k + tm * 16 * LS + kk * 8; }, LS,
+        [&](int kk, int tn) { return sh.k + tn * 16 * LS + kk * 8; }, LS,
+        [&](int tm, int tn, FragAcc & acc) { wmma::store_matrix_sync(sh.a + tm * 16 * LC + tn * 16, acc, LC, wmma::mem_row_major); });
     tile_products<FragA, FragBt>(
-        4, 4, kS / 8, [&](int tm, int kk) { return sh.qb + tm * 16 * kS + kk * 8; }, kS,
-        [&](int kk, int tn) { return sh.k + tn * 16 * kS + kk * 8; }, kS,
-        [&](int tm, int tn, FragAcc & acc) { wmma::store_matrix_sync(sh.qk + tm * 16 * kC + tn * 16, acc, kC, wmma::mem_row_major); });
-    __syncthreads();
+        4, 4, kS / 8, [&](int tm, int kk) { return sh.qb + tm * 16 * LS + kk * 8; }, LS,
+        [&](int kk, int tn) { return sh.k + tn * 16 * LS + kk * 8; }, LS,
+        [&](int tm, int tn, FragAcc & acc) { wmma::store_matrix_sync(rec + Record::QKm + tm * 16 * kC + tn * 16, acc, kC, wmma::mem_row_major); });
+    __syncthreads();  // the CTA's global writes (QK_raw) are visible to all its threads after the barrier
 
-    // masks and decays; the record's QKm, Qe, Kend, eG, G
+    // masks and decays; the record's QKm (in place), Qe, Kend, eG, G
     for (int r = tid; r < kC; r += nthr) {
         reinterpret_cast<double *>(rec + Record::G)[r] = sh.G[r];
         rec[Record::eG + r] = r < L ? float(exp(sh.G[r])) : 0.0f;
@@ -496,44 +510,43 @@ __global__ void __launch_bounds__(kPrepThreads) chunked_gdn_tc_prep(GdnParams p,
         const int  r = idx / kC, s = idx % kC;
         const bool real_row = r < L;
         const float decay   = s <= r && real_row ? expf(float(sh.G[r] - sh.G[s])) : 0.0f;
-        rec[Record::QKm + idx] = decay * sh.qk[idx];
+        rec[Record::QKm + idx] = decay * rec[Record::QKm + idx];
     }
     for (int idx = tid; idx < kC * kS; idx += nthr) {
-        const int r = idx / kS;
+        const int  r = idx / kS, i = idx % kS;
         const bool real_row = r < L;
-        rec[Record::Qe + idx]   = real_row ? expf(float(sh.G[r])) * sh.qb[idx] : 0.0f;
-        rec[Record::Kend + idx] = real_row ? expf(float(sh.G[L - 1] - sh.G[r])) * sh.k[idx] : 0.0f;
+        rec[Record::Qe + idx]   = real_row ? expf(float(sh.G[r])) * sh.qb[r * LS + i] : 0.0f;
+        rec[Record::Kend + idx] = real_row ? expf(float(sh.G[L - 1] - sh.G[r])) * sh.k[r * LS + i] : 0.0f;
     }
-    __syncthreads();  // the record's QKm holds QK now; A is about to be masked
     for (int idx = tid; idx < kC * kC; idx += nthr) {
         const int s = idx / kC, m = idx % kC;
-        sh.a[idx] = m < s && s < L ? sh.beta[s] * expf(float(sh.G[s] - sh.G[m])) * sh.a[idx] : 0.0f;
+        sh.a[s * LC + m] = m < s && s < L ? sh.beta[s] * expf(float(sh.G[s] - sh.G[m])) * sh.a[s * LC + m] : 0.0f;
     }
-    __syncthreads();
+    __syncthreads();  // the queries are read (qb is free: the solve's scratch) and A is masked
 
-    // P = (I + A)^-1 by 16 x 16 blocks (QK's buffer is free again: the record holds QKm), then the keys scaled into qb
-    invert_unit_lower_blocked(sh.a, sh.pinv, sh.qk, tid, nthr, fusekit_gdn::CtaBarrier{});
+    // P = (I + A)^-1 by 16 x 16 blocks, then the keys scaled into qb
+    invert_unit_lower_blocked(sh.a, sh.pinv, sh.qb, tid, nthr, fusekit_gdn::CtaBarrier{}, 0, LC);
     for (int idx = tid; idx < kC * kS; idx += nthr) {
-        const int r = idx / kS;
-        sh.qb[idx]  = r < L ? sh.beta[r] * expf(float(sh.G[r])) * sabotage_factor(sh, r, sabotage) * sh.k[idx] : 0.0f;
+        const int r = idx / kS, i = idx % kS;
+        sh.qb[r * LS + i] = r < L ? sh.beta[r] * expf(float(sh.G[r])) * sabotage_factor(sh, r, sabotage) * sh.k[r * LS + i] : 0.0f;
     }
     __syncthreads();
 
     // W = P (diag(beta e^G f) K)
     tile_products<FragA, FragB>(
-        4, kS / 16, kC / 8, [&](int tm, int kk) { return sh.pinv + tm * 16 * kC + kk * 8; }, kC,
-        [&](int kk, int tn) { return sh.qb + kk * 8 * kS + tn * 16; }, kS,
+        4, kS / 16, kC / 8, [&](int tm, int kk) { return sh.pinv + tm * 16 * LC + kk * 8; }, LC,
+        [&](int kk, int tn) { return sh.qb + kk * 8 * LS + tn * 16; }, LS,
         [&](int tm, int tn, FragAcc & acc) { wmma::store_matrix_sync(rec + Record::W + tm * 16 * kS + tn * 16, acc, kS, wmma::mem_row_major); });
     __syncthreads();
     for (int idx = tid; idx < kC * kS; idx += nthr) {
         const int r = idx / kS, j = idx % kS;
-        sh.qb[idx]  = r < L ? sh.beta[r] * sabotage_factor(sh, r, sabotage) * value_at(p, b, h, t0 + r, j) : 0.0f;
+        sh.qb[r * LS + j] = r < L ? sh.beta[r] * sabotage_factor(sh, r, sabotage) * value_at(p, b, h, t0 + r, j) : 0.0f;
     }
     __syncthreads();
     // U0 = P (diag(beta f) V)
     tile_products<FragA, FragB>(
-        4, kS / 16, kC / 8, [&](int tm, int kk) { return sh.pinv + tm * 16 * kC + kk * 8; }, kC,
-        [&](int kk, int tn) { return sh.qb + kk * 8 * kS + tn * 16; }, kS,
+        4, kS / 16, kC / 8, [&](int tm, int kk) { return sh.pinv + tm * 16 * LC + kk * 8; }, LC,
+        [&](int kk, int tn) { return sh.qb + kk * 8 * LS + tn * 16; }, LS,
         [&](int tm, int tn, FragAcc & acc) { wmma::store_matrix_sync(rec + Record::U0 + tm * 16 * kS + tn * 16, acc, kS, wmma::mem_row_major); });
 }
 
@@ -543,22 +556,23 @@ template <int N> __host__ __device__ constexpr int state_tiles_per_warp() {
 }
 
 // The new state's tiles e^{G_last} S0 + Kend^T U into next (the warp's tiles, dealt in turn); kend: the chunk's Kend
-// rows (ld kS), in the record or staged; s0 [kS][N] and u [kC][N] in shared memory.
+// rows (ld_kend floats apart), in the record or staged; s0 [kS][N] and u [kC][N] in shared memory, rows ld apart.
 template <int N>
-__device__ inline void next_state_tiles(const float * kend, const float * s0, const float * u, float decay, FragAcc * next) {
+__device__ inline void next_state_tiles(const float * kend, int ld_kend, const float * s0, const float * u, int ld,
+                                        float decay, FragAcc * next) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
     const int warp = int(threadIdx.x) / 32, warps = int(blockDim.x) / 32;
     for (int n = 0, tile = warp; tile < (kS / 16) * (N / 16); tile += warps, ++n) {
         const int tm = tile / (N / 16), tn = tile % (N / 16);
-        wmma::load_matrix_sync(next[n], s0 + tm * 16 * N + tn * 16, N, wmma::mem_row_major);
+        wmma::load_matrix_sync(next[n], s0 + tm * 16 * ld + tn * 16, ld, wmma::mem_row_major);
         for (int e = 0; e < next[n].num_elements; ++e) {
             next[n].x[e] *= decay;
         }
         for (int kk = 0; kk < kC / 8; ++kk) {
             FragAt a;  // Kend^T: Kend's rows read as a column-major [kS][kC]
             FragB  bf;
-            wmma::load_matrix_sync(a, kend + kk * 8 * kS + tm * 16, kS);
-            wmma::load_matrix_sync(bf, u + kk * 8 * N + tn * 16, N);
+            wmma::load_matrix_sync(a, kend + kk * 8 * ld_kend + tm * 16, ld_kend);
+            wmma::load_matrix_sync(bf, u + kk * 8 * ld + tn * 16, ld);
             to_tf32(a);
             to_tf32(bf);
             wmma::mma_sync(next[n], a, bf, next[n]);
@@ -567,19 +581,20 @@ __device__ inline void next_state_tiles(const float * kend, const float * s0, co
 #endif
 }
 
-// next_state_tiles' tiles into s0 (after the barrier that ends every read of S0 and U)
-template <int N> __device__ inline void store_state_tiles(float * s0, const FragAcc * next) {
+// next_state_tiles' tiles into s0, rows ld apart (after the barrier that ends every read of S0 and U)
+template <int N> __device__ inline void store_state_tiles(float * s0, int ld, const FragAcc * next) {
     const int warp = int(threadIdx.x) / 32, warps = int(blockDim.x) / 32;
     for (int n = 0, tile = warp; tile < (kS / 16) * (N / 16); tile += warps, ++n) {
         const int tm = tile / (N / 16), tn = tile % (N / 16);
-        wmma::store_matrix_sync(s0 + tm * 16 * N + tn * 16, next[n], N, wmma::mem_row_major);
+        wmma::store_matrix_sync(s0 + tm * 16 * ld + tn * 16, next[n], ld, wmma::mem_row_major);
     }
 }
 
-// The snapshot slots among the chunk's tokens (the sequence's last K), from S0 and U in fp32; G: the record's.
+// The snapshot slots among the chunk's tokens (the sequence's last K), from S0 and U (rows ld apart) in fp32; G: the
+// record's.
 template <int N>
 __device__ inline void write_snapshot_slices(const GdnParams & p, int b, int h, int j0, int t0, int L, const double * G,
-                                             const float * s0, const float * u) {
+                                             const float * s0, const float * u, int ld) {
     const int tid = int(threadIdx.x), nthr = int(blockDim.x);
     for (int r = 0; r < L; ++r) {
         const int slot = p.T - 1 - (t0 + r);
@@ -589,9 +604,9 @@ __device__ inline void write_snapshot_slices(const GdnParams & p, int b, int h, 
         float * out = p.state_out + slot * p.state_slot_stride + (int64_t(b) * p.H_v + h) * kS * kS + int64_t(j0) * kS;
         for (int idx = tid; idx < N * kS; idx += nthr) {
             const int jj = idx / kS, i = idx % kS;
-            float     x  = float(exp(G[r])) * s0[i * N + jj];
+            float     x  = float(exp(G[r])) * s0[i * ld + jj];
             for (int s = 0; s <= r; ++s) {
-                x += expf(float(G[r] - G[s])) * key_at(p, b, h, t0 + s, i) * u[s * N + jj];
+                x += expf(float(G[r] - G[s])) * key_at(p, b, h, t0 + s, i) * u[s * ld + jj];
             }
             out[idx] = x;
         }
@@ -648,7 +663,7 @@ __global__ void __launch_bounds__(kStateThreads) chunked_gdn_tc_state(GdnParams 
             [&](int kk, int tn) { return sh.u + kk * 8 * N + tn * 16; }, N,
             [&](int tm, int tn, FragAcc & acc) { wmma::store_matrix_sync(sh.qku + tm * 16 * N + tn * 16, acc, N, wmma::mem_row_major); });
         FragAcc next[state_tiles_per_warp<N>()];
-        next_state_tiles<N>(rec + Record::Kend, sh.s0, sh.u, float(exp(G[L - 1])), next);
+        next_state_tiles<N>(rec + Record::Kend, kS, sh.s0, sh.u, N, float(exp(G[L - 1])), next);
         __syncthreads();
 
         // outputs of the real tokens; snapshots (the last K tokens of the sequence) from S0 and U, in fp32
@@ -657,9 +672,9 @@ __global__ void __launch_bounds__(kStateThreads) chunked_gdn_tc_state(GdnParams 
             const float o = sh.qs[idx] + sh.qku[idx];
             p.dst[((int64_t(b) * p.T + t0 + r) * p.H_v + h) * kS + j0 + jj] = o * p.scale;
         }
-        write_snapshot_slices<N>(p, b, h, j0, t0, L, G, sh.s0, sh.u);
+        write_snapshot_slices<N>(p, b, h, j0, t0, L, G, sh.s0, sh.u, N);
         __syncthreads();  // S0 and U are read above; now the new state replaces S0
-        store_state_tiles<N>(sh.s0, next);
+        store_state_tiles<N>(sh.s0, N, next);
         __syncthreads();
     }
 #endif
@@ -667,33 +682,38 @@ __global__ void __launch_bounds__(kStateThreads) chunked_gdn_tc_state(GdnParams 
 
 // ---- Step 2b's chain and output pass (device); their specification is chain_host and output_host above ----------
 // Shared memory of the chain for N value columns: the next chunk's W, Kend and U0 slice arrive by cp.async while this
-// chunk's products run (two buffers), the state slice and U of this chunk (168 KB at N = 32).
-template <int N> struct ChainShared {
-    float w[2][kC * kS];     // W of chunk c (buffer c & 1)
-    float kend[2][kC * kS];  // Kend of chunk c
-    float u0[2][kC * N];     // the slice's columns of U0, [s][jj]
-    float s0[kS * N];        // S0[i][jj], row-major, ld N
-    float u[kC * N];         // U[s][jj]
+// chunk's products run (two buffers), the state slice and U of this chunk (168 KB at N = 32 unpadded, 177 KB padded).
+template <int N, int Pad> struct ChainShared {
+    static constexpr int LN = N + Pad;  // rows of the slice's N columns
+    float w[2][kC * Rows<Pad>::S];     // W of chunk c (buffer c & 1)
+    float kend[2][kC * Rows<Pad>::S];  // Kend of chunk c
+    float u0[2][kC * LN];              // the slice's columns of U0, [s][jj]
+    float s0[kS * LN];                 // S0[i][jj]
+    float u[kC * LN];                  // U[s][jj]
 };
 
-template <int N>
+template <int N, int Pad>
 __global__ void __launch_bounds__(kStateThreads) chunked_gdn_tc_chain(GdnParams p, float * records, float * states) {
+    using Shared = ChainShared<N, Pad>;
+    constexpr int LS = Rows<Pad>::S, LN = Shared::LN;
     extern __shared__ __align__(128) unsigned char shared_chain[];
-    ChainShared<N> & sh  = *reinterpret_cast<ChainShared<N> *>(shared_chain);
-    const int        j0 = int(blockIdx.x) * N, h = int(blockIdx.y), b = int(blockIdx.z);
-    const int        tid = int(threadIdx.x), nthr = int(blockDim.x);
+    Shared &  sh = *reinterpret_cast<Shared *>(shared_chain);
+    const int j0 = int(blockIdx.x) * N, h = int(blockIdx.y), b = int(blockIdx.z);
+    const int tid = int(threadIdx.x), nthr = int(blockDim.x);
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
     const int chunks = (p.T + kC - 1) / kC;
-    // the record operands of chunk c into buffer buf, 16 bytes per copy (records are 32-byte aligned, j0 a multiple of 16)
+    // the record operands of chunk c into buffer buf, 16 bytes per copy (records are 32-byte aligned, j0 a multiple of
+    // 16, padded rows a multiple of 4 floats)
     auto stage = [&](int c, int buf) {
         const float * rec = records + record_index(p, b, h, c) * Record::floats;
         for (int idx = tid; idx < kC * kS / 4; idx += nthr) {
-            __pipeline_memcpy_async(sh.w[buf] + 4 * idx, rec + Record::W + 4 * idx, 16);
-            __pipeline_memcpy_async(sh.kend[buf] + 4 * idx, rec + Record::Kend + 4 * idx, 16);
+            const int r = idx / (kS / 4), q4 = idx % (kS / 4);
+            __pipeline_memcpy_async(sh.w[buf] + r * LS + 4 * q4, rec + Record::W + 4 * idx, 16);
+            __pipeline_memcpy_async(sh.kend[buf] + r * LS + 4 * q4, rec + Record::Kend + 4 * idx, 16);
         }
         for (int idx = tid; idx < kC * N / 4; idx += nthr) {
             const int s = idx / (N / 4), q4 = idx % (N / 4);
-            __pipeline_memcpy_async(sh.u0[buf] + s * N + 4 * q4, rec + Record::U0 + s * kS + j0 + 4 * q4, 16);
+            __pipeline_memcpy_async(sh.u0[buf] + s * LN + 4 * q4, rec + Record::U0 + s * kS + j0 + 4 * q4, 16);
         }
         __pipeline_commit();
     };
@@ -701,7 +721,7 @@ __global__ void __launch_bounds__(kStateThreads) chunked_gdn_tc_chain(GdnParams 
     const float * s_in = p.state + (int64_t(b) * p.H_v + h) * kS * kS;
     for (int idx = tid; idx < kS * N; idx += nthr) {
         const int i = idx / N, jj = idx % N;
-        sh.s0[idx]  = s_in[int64_t(j0 + jj) * kS + i];
+        sh.s0[i * LN + jj] = s_in[int64_t(j0 + jj) * kS + i];
     }
     for (int c = 0; c < chunks; ++c) {
         const int buf = c & 1;
@@ -719,54 +739,61 @@ __global__ void __launch_bounds__(kStateThreads) chunked_gdn_tc_chain(GdnParams 
         // the chunk-start state for the output pass; U = U0 - W S0
         float * st = states + record_index(p, b, h, c) * kS * kS + j0;
         for (int idx = tid; idx < kS * N; idx += nthr) {
-            st[(idx / N) * kS + idx % N] = sh.s0[idx];
+            const int i = idx / N, jj = idx % N;
+            st[i * kS + jj] = sh.s0[i * LN + jj];
         }
         tile_products<FragA, FragB>(
-            4, N / 16, kS / 8, [&](int tm, int kk) { return sh.w[buf] + tm * 16 * kS + kk * 8; }, kS,
-            [&](int kk, int tn) { return sh.s0 + kk * 8 * N + tn * 16; }, N, [&](int tm, int tn, FragAcc & ws) {
+            4, N / 16, kS / 8, [&](int tm, int kk) { return sh.w[buf] + tm * 16 * LS + kk * 8; }, LS,
+            [&](int kk, int tn) { return sh.s0 + kk * 8 * LN + tn * 16; }, LN, [&](int tm, int tn, FragAcc & ws) {
                 FragAcc u0;
-                wmma::load_matrix_sync(u0, sh.u0[buf] + tm * 16 * N + tn * 16, N, wmma::mem_row_major);
+                wmma::load_matrix_sync(u0, sh.u0[buf] + tm * 16 * LN + tn * 16, LN, wmma::mem_row_major);
                 for (int e = 0; e < u0.num_elements; ++e) {
                     u0.x[e] -= ws.x[e];
                 }
-                wmma::store_matrix_sync(sh.u + tm * 16 * N + tn * 16, u0, N, wmma::mem_row_major);
+                wmma::store_matrix_sync(sh.u + tm * 16 * LN + tn * 16, u0, LN, wmma::mem_row_major);
             });
         __syncthreads();
 
         // the new state's tiles, held in registers until every warp is done reading S0 and U
         FragAcc next[state_tiles_per_warp<N>()];
-        next_state_tiles<N>(sh.kend[buf], sh.s0, sh.u, float(exp(G[L - 1])), next);
+        next_state_tiles<N>(sh.kend[buf], LS, sh.s0, sh.u, LN, float(exp(G[L - 1])), next);
         // U over the record's U0 (this slice's columns), and the snapshot slots of the sequence's last K tokens
         for (int idx = tid; idx < kC * N; idx += nthr) {
-            rec[Record::U0 + (idx / N) * kS + j0 + idx % N] = sh.u[idx];
+            const int s = idx / N, jj = idx % N;
+            rec[Record::U0 + s * kS + j0 + jj] = sh.u[s * LN + jj];
         }
-        write_snapshot_slices<N>(p, b, h, j0, t0, L, G, sh.s0, sh.u);
+        write_snapshot_slices<N>(p, b, h, j0, t0, L, G, sh.s0, sh.u, LN);
         __syncthreads();  // S0, U and buffer buf are read; the new state replaces S0
-        store_state_tiles<N>(sh.s0, next);
+        store_state_tiles<N>(sh.s0, LN, next);
     }
 #endif
 }
 
-// Shared memory of the output pass: the chunk's state and U (96 KB: two CTAs per SM); the result tiles reuse s0.
-struct OutputShared {
-    float s0[kS * kS];  // S0[i][j], row-major
-    float u[kC * kS];   // U[s][j]
+// Shared memory of the output pass: the chunk's state and U (96 KB unpadded, 99 KB padded: two CTAs per SM); the
+// result tiles reuse s0.
+template <int Pad> struct OutputShared {
+    float s0[kS * Rows<Pad>::S];  // S0[i][j]
+    float u[kC * Rows<Pad>::S];   // U[s][j]
 };
 
+template <int Pad>
 __global__ void __launch_bounds__(kStateThreads) chunked_gdn_tc_output(GdnParams p, const float * records,
                                                                         const float * states) {
+    constexpr int LS = Rows<Pad>::S;
     extern __shared__ __align__(128) unsigned char shared_output[];
-    OutputShared & sh  = *reinterpret_cast<OutputShared *>(shared_output);
-    const int      c = int(blockIdx.x), h = int(blockIdx.y), b = int(blockIdx.z);
-    const int      tid = int(threadIdx.x), nthr = int(blockDim.x);
-    const float *  rec = records + record_index(p, b, h, c) * Record::floats;
-    const float *  st  = states + record_index(p, b, h, c) * kS * kS;
-    const int      t0 = c * kC, L = p.T - t0 < kC ? p.T - t0 : kC;
-    for (int idx = tid; idx < kS * kS / 4; idx += nthr) {
-        reinterpret_cast<float4 *>(sh.s0)[idx] = reinterpret_cast<const float4 *>(st)[idx];
+    OutputShared<Pad> & sh = *reinterpret_cast<OutputShared<Pad> *>(shared_output);
+    const int           c = int(blockIdx.x), h = int(blockIdx.y), b = int(blockIdx.z);
+    const int           tid = int(threadIdx.x), nthr = int(blockDim.x);
+    const float *       rec = records + record_index(p, b, h, c) * Record::floats;
+    const float *       st  = states + record_index(p, b, h, c) * kS * kS;
+    const int           t0 = c * kC, L = p.T - t0 < kC ? p.T - t0 : kC;
+    for (int idx = tid; idx < kS * kS / 4; idx += nthr) {  // 16-byte copies into rows of LS floats
+        const int r = idx / (kS / 4), q4 = idx % (kS / 4);
+        *reinterpret_cast<float4 *>(sh.s0 + r * LS + 4 * q4) = reinterpret_cast<const float4 *>(st)[idx];
     }
     for (int idx = tid; idx < kC * kS / 4; idx += nthr) {
-        reinterpret_cast<float4 *>(sh.u)[idx] = reinterpret_cast<const float4 *>(rec + Record::U0)[idx];
+        const int r = idx / (kS / 4), q4 = idx % (kS / 4);
+        *reinterpret_cast<float4 *>(sh.u + r * LS + 4 * q4) = reinterpret_cast<const float4 *>(rec + Record::U0)[idx];
     }
     __syncthreads();
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
@@ -777,7 +804,7 @@ __global__ void __launch_bounds__(kStateThreads) chunked_gdn_tc_output(GdnParams
     for (FragAcc & a : acc) {
         wmma::fill_fragment(a, 0.0f);
     }
-    // acc += A (the warp's 16 rows, lda, k columns) times B (k rows of the shared matrix, ld kS), four column tiles
+    // acc += A (the warp's 16 rows, lda, k columns) times B (k rows of the shared matrix, ld LS), four column tiles
     auto accumulate = [&](const float * a_rows, int lda, int k, const float * b) {
         for (int kk = 0; kk < k / 8; ++kk) {
             FragA a;
@@ -785,7 +812,7 @@ __global__ void __launch_bounds__(kStateThreads) chunked_gdn_tc_output(GdnParams
             to_tf32(a);
             for (int t = 0; t < 4; ++t) {
                 FragB bf;
-                wmma::load_matrix_sync(bf, b + kk * 8 * kS + (tn0 + t) * 16, kS);
+                wmma::load_matrix_sync(bf, b + kk * 8 * LS + (tn0 + t) * 16, LS);
                 to_tf32(bf);
                 wmma::mma_sync(acc[t], a, bf, acc[t]);
             }
@@ -795,25 +822,24 @@ __global__ void __launch_bounds__(kStateThreads) chunked_gdn_tc_output(GdnParams
     accumulate(rec + Record::QKm + tm * 16 * kC, kC, kC, sh.u);   // QKm U
     __syncthreads();  // every warp is done with S0: its buffer takes the result tiles
     for (int t = 0; t < 4; ++t) {
-        wmma::store_matrix_sync(sh.s0 + tm * 16 * kS + (tn0 + t) * 16, acc[t], kS, wmma::mem_row_major);
+        wmma::store_matrix_sync(sh.s0 + tm * 16 * LS + (tn0 + t) * 16, acc[t], LS, wmma::mem_row_major);
     }
     __syncthreads();
     for (int idx = tid; idx < L * kS; idx += nthr) {
         const int r = idx / kS, j = idx % kS;
-        p.dst[((int64_t(b) * p.T + t0 + r) * p.H_v + h) * kS + j] = sh.s0[idx] * p.scale;
+        p.dst[((int64_t(b) * p.T + t0 + r) * p.H_v + h) * kS + j] = sh.s0[r * LS + j] * p.scale;
     }
 #endif
 }
 
-template <int N> inline size_t chain_shared_bytes() {
-    return sizeof(ChainShared<N>);
+template <int N, int Pad> inline size_t chain_shared_bytes() {
+    return sizeof(ChainShared<N, Pad>);
 }
-inline size_t output_shared_bytes() {
-    return sizeof(OutputShared);
+template <int Pad> inline size_t output_shared_bytes() {
+    return sizeof(OutputShared<Pad>);
 }
-
-inline size_t prep_shared_bytes() {
-    return sizeof(PrepShared);
+template <int Pad> inline size_t prep_shared_bytes() {
+    return sizeof(PrepShared<Pad>);
 }
 template <int N> inline size_t state_shared_bytes() {
     return sizeof(StateShared<N>);

@@ -134,10 +134,11 @@ def test_chunked_gdn_table_adds_step_2b_columns_where_the_program_ran_it() -> No
         "ok": True,
     }
     table = chunked_gdn_table("chunked-gdn-standalone.json", {**data, "cases": [*data["cases"], split]})
-    assert table is not None and table.headers[-4:] == ["step 2b", "chain", "output pass", "step 2b error out / state"]
+    assert table is not None
+    assert table.headers[-4:] == ["step 2b", "step 2b chain", "step 2b output pass", "step 2b error out / state"]
     first, second = (dict(zip(table.headers, row, strict=True)) for row in table.rows[:2])
-    assert first["step 2b"] == first["chain"] == ""
-    assert (second["chain"], second["output pass"], second["step 2b error out / state"]) == (
+    assert first["step 2b"] == first["step 2b chain"] == ""
+    assert (second["step 2b chain"], second["step 2b output pass"], second["step 2b error out / state"]) == (
         "90.00",
         "80.00",
         "8.0e-04 / 2.0e-04",
@@ -145,3 +146,40 @@ def test_chunked_gdn_table_adds_step_2b_columns_where_the_program_ran_it() -> No
     assert "400" in second["step 2b"]
     plain = chunked_gdn_table("chunked-gdn-standalone.json", data)
     assert plain is not None and len(plain.headers) == 6
+
+
+def test_chunked_gdn_table_shows_step_2b_and_the_padded_step_2c_side_by_side() -> None:
+    """Session 14's JSON (step 2b with no prep column) plus step 2c rows as the program writes them after session 14
+    (each with its own prep pass): every step gets its own columns, named by the step."""
+    data = json.loads(
+        (SESSION8.parent / "h200-2026-12-02-session14-fusion4-ggml" / "chunked-gdn-standalone.json").read_text()
+    )
+    step_1 = [case for case in data["cases"] if "(step 2" not in case["what"]]
+    padded = {
+        "what": step_1[0]["what"] + " (step 2c, padded shared rows)",
+        "pad": 4,
+        "median_us": 200.0,
+        "prep_median_us": 70.0,
+        "chain_median_us": 100.0,
+        "output_median_us": 30.0,
+        "err_out": 7e-4,
+        "err_state": 2e-4,
+        "tolerance": 1e-2,
+        "ok": True,
+    }
+    table = chunked_gdn_table("chunked-gdn-standalone.json", {**data, "cases": [*data["cases"], padded]})
+    assert table is not None
+    assert table.headers[6:] == [
+        "step 2b",
+        "step 2b chain",
+        "step 2b output pass",
+        "step 2b error out / state",
+        "step 2c",
+        "step 2c prep pass",
+        "step 2c chain",
+        "step 2c output pass",
+        "step 2c error out / state",
+    ]
+    rows = [dict(zip(table.headers, row, strict=True)) for row in table.rows]
+    assert rows[0]["step 2b chain"] == "156.63" and rows[0]["step 2c prep pass"] == "70.00"
+    assert rows[1]["step 2c"] == "" and rows[1]["step 2b chain"] == "839.28"
