@@ -172,6 +172,9 @@ int main(int argc, char ** argv) {
                        ", \"cases\": [";  // stock's time: test-backend-ops perf in the same session (tbo-perf-gdn-stock.txt)
     int checks = 0, failures = 0;
     for (const Case & c : cases) {
+        if (options.once && &c != cases) {
+            break;  // --once (under a profiler): the first case only
+        }
         Inputs in = make_inputs(c, rng);
         // Device copies of the host buffers, padding and all, so the strides of the views stay the same.
         auto upload = [](const std::vector<float> & h) {

@@ -1,5 +1,5 @@
 // What every standalone kernel program in kernels/ shares: CUDA error checks and its command line
-// (`--sabotage`, `--json FILE`). Host code only; include it from the program's .cu file.
+// (`--sabotage`, `--json FILE`, `--once`). Host code only; include it from the program's .cu file.
 #pragma once
 
 #include <cuda_runtime.h>
@@ -26,9 +26,13 @@ namespace fusekit_standalone {
 struct Options {
     bool         sabotage  = false;    // run the kernel with its sabotage switch: every check must fail
     const char * json_path = nullptr;  // write the results here
+    bool         once      = false;    // every timed launch runs once (under a profiler such as ncu); no timings
 };
 
-// Parses `[--sabotage] [--json FILE]`; prints the usage and exits 2 on anything else.
+// Set by `--once` (parse_options): launch_us_batches launches once and times nothing.
+inline bool g_launch_once = false;
+
+// Parses `[--sabotage] [--json FILE] [--once]`; prints the usage and exits 2 on anything else.
 inline Options parse_options(int argc, char ** argv) {
     Options o;
     for (int i = 1; i < argc; ++i) {
@@ -36,8 +40,10 @@ inline Options parse_options(int argc, char ** argv) {
             o.sabotage = true;
         } else if (!std::strcmp(argv[i], "--json") && i + 1 < argc) {
             o.json_path = argv[++i];
+        } else if (!std::strcmp(argv[i], "--once")) {
+            o.once = g_launch_once = true;
         } else {
-            std::fprintf(stderr, "usage: %s [--sabotage] [--json FILE]\n", argv[0]);
+            std::fprintf(stderr, "usage: %s [--sabotage] [--json FILE] [--once]\n", argv[0]);
             std::exit(2);
         }
     }
@@ -55,6 +61,11 @@ inline double median(std::vector<double> v) {
 // over weight copies that together exceed L2.
 template <class Launch>
 std::vector<double> launch_us_batches(Launch launch, int warmup, int per_batch, int batches) {
+    if (g_launch_once) {  // under a profiler: one launch, no timing (0 us)
+        launch(0);
+        CHECK(cudaDeviceSynchronize());
+        return {0.0};
+    }
     cudaEvent_t a, b;
     CHECK(cudaEventCreate(&a));
     CHECK(cudaEventCreate(&b));

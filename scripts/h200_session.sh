@@ -166,6 +166,23 @@ on_gpu() {  # on_gpu N STEP: run STEP on GPU N with half of the cores (one chain
   echo "== $(date -u +%H:%M:%S) $step done"
 }
 
+# fusion-4's passes once each (the program's --once, first case) under Nsight Compute, where the host has it: speed of
+# light, occupancy, warp stalls and shared-memory bank conflicts of step 2b (unpadded rows) against step 2c (padded),
+# as CSV in results/ncu-chunked-gdn.csv (NCU=path overrides the search; a missing ncu or a refused counter access is
+# logged and skipped)
+ncu_chunked_gdn() {
+  local program=$1 ncu=${NCU:-}
+  [[ -n $ncu ]] || ncu=$(ls /opt/nvidia/nsight-compute/*/ncu /usr/local/cuda/bin/ncu 2>/dev/null | tail -n 1 || true)
+  if [[ ! -x "$ncu" ]]; then echo "ncu: not found on this host" | tee "$B/logs/ncu-chunked-gdn.log"; return 0; fi
+  local metrics=l1tex__data_bank_conflicts_pipe_lsu_mem_shared_op_ld.sum,l1tex__data_bank_conflicts_pipe_lsu_mem_shared_op_st.sum
+  metrics+=,smsp__inst_executed_op_shared_ld.sum,smsp__inst_executed_op_shared_st.sum
+  timeout 300 "$ncu" -f -o /tmp/ncu-chunked-gdn -k regex:chunked_gdn_tc_ --section SpeedOfLight --section Occupancy \
+    --section WarpStateStats --section LaunchStats --metrics "$metrics" "$program" --once \
+    >"$B/logs/ncu-chunked-gdn.log" 2>&1 || { tail -n 5 "$B/logs/ncu-chunked-gdn.log"; return 0; }
+  "$ncu" --import /tmp/ncu-chunked-gdn.ncu-rep --csv --page details >"$B/results/ncu-chunked-gdn.csv" 2>>"$B/logs/ncu-chunked-gdn.log" \
+    || tail -n 5 "$B/logs/ncu-chunked-gdn.log"
+}
+
 case "$STEP" in
   run)  # start the whole session detached; poll and pack follow
     if [[ -f "$B/logs/session.pid" ]] && kill -0 "$(cat "$B/logs/session.pid")" 2>/dev/null; then
@@ -340,6 +357,7 @@ case "$STEP" in
       "$B/bin/${program}_check" --json "$B/results/$name-standalone.json" 2>&1 | tee "$B/logs/$name.log" || true
       "$B/bin/${program}_check" --sabotage --json "$B/results/$name-standalone-sabotage.json" 2>&1 | tail -n 2 \
         | tee "$B/logs/$name-sabotage.log" || true
+      if [[ $program == chunked_gdn ]]; then ncu_chunked_gdn "$B/bin/${program}_check"; fi
     done
     smi kernels
     ;;
