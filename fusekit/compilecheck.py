@@ -30,6 +30,10 @@ CUDA_DIR = "ggml/src/ggml-cuda"
 CUBLAS_REQUIREMENT = "nvidia-cublas==13.10.0.20"  # CUDA 13 headers; only cublas_v2.h and friends are used
 NVCC_FLAGS = ("-std=c++17", "-O3", "-use_fast_math", "-extended-lambda", "-DGGML_USE_CUDA", "-DGGML_CUDA_USE_GRAPHS")
 INCLUDE_PATTERN = re.compile(r'^\s*#\s*include\s+"([^"]+)"', re.M)
+# ggml/cmake/common.cmake defines GGML_CUDA_FA_<K>_<V> (1: its vector FlashAttention instance is built) for every pair
+# of these types, from the cache variable GGML_CUDA_FA_QUANTS whose default ggml/CMakeLists.txt sets
+FA_TYPES_PATTERN = re.compile(r"set\(FA_TYPES ([a-z0-9_ ]+)\)")
+FA_DEFAULT_PATTERN = re.compile(r'set\s*\(GGML_CUDA_FA_QUANTS\s+"([^"]*)"\s+CACHE')
 
 
 @dataclass(frozen=True)
@@ -110,6 +114,28 @@ def cublas_include(nvcc: Path, cache: Path, explicit: Path | None, note: Callabl
     return found[0].parent
 
 
+def fattn_defines(tree: Path) -> list[str]:
+    """The GGML_CUDA_FA_* definitions a default CMake configuration of the tree passes to every CUDA unit (fattn.cu
+    reads them); none where the tree's cmake files do not say (older trees, which do not read them either)."""
+    try:
+        types_match = FA_TYPES_PATTERN.search((tree / "ggml/cmake/common.cmake").read_text())
+        default_match = FA_DEFAULT_PATTERN.search((tree / "ggml/CMakeLists.txt").read_text())
+    except OSError:
+        return []
+    if types_match is None or default_match is None:
+        return []
+    types = types_match.group(1).split()
+    quants = default_match.group(1).lower()
+    pairs = {pair.strip() for pair in re.split(r"[;,]", quants) if pair.strip()}
+    built = {"f16-f16", *pairs}  # common.cmake always builds f16-f16
+    defines = [f'-DGGML_CUDA_FA_QUANTS="{quants.replace(";", ",")}"']
+    for type_v in types:
+        for type_k in types:
+            pair = f"{type_k}-{type_v}"
+            defines.append(f"-DGGML_CUDA_FA_{type_k.upper()}_{type_v.upper()}={int(quants == 'all' or pair in built)}")
+    return defines
+
+
 def compile_unit(nvcc: Path, tree: Path, unit: str, arch: str, include: Path, scratch: Path) -> UnitResult:
     """``nvcc -c`` of one unit for one architecture (sm_ARCH), in a scratch folder.
 
@@ -120,7 +146,7 @@ def compile_unit(nvcc: Path, tree: Path, unit: str, arch: str, include: Path, sc
     launcher = shutil.which("ccache")
     env = {**os.environ, "CCACHE_BASEDIR": str(tree.parent), "CCACHE_NOHASHDIR": "1"} if launcher else None
     cmd = [
-        *([launcher] if launcher else []), str(nvcc), "-c", *NVCC_FLAGS, f"-arch=sm_{arch}",
+        *([launcher] if launcher else []), str(nvcc), "-c", *NVCC_FLAGS, *fattn_defines(tree), f"-arch=sm_{arch}",
         f"-I{include}", f"-I{tree / 'ggml/include'}", f"-I{tree / 'ggml/src'}", f"-I{tree / CUDA_DIR}",
         "-o", str(obj), str(tree / unit),
     ]  # fmt: skip
