@@ -91,8 +91,8 @@ def moe_router_table(source: str, data: dict[str, Any]) -> TimingTable | None:
 STEP_2A = " (step 2a, TF32 two passes)"
 # The three-pass steps (prep pass, chain of chunk states, output pass): their column label and the suffix of their rows.
 THREE_PASS_STEPS = (
-    ("step 2b", " (step 2b, three passes)"),  # after session 13
-    ("step 2c", " (step 2c, padded shared rows)"),  # after session 14: step 2b's rows padded against bank conflicts
+    ("step 2b", " (step 2b, three passes)", "step 2b"),  # after session 13
+    ("step 2c", " (step 2c, padded shared rows)", "step 2c with its shared-memory rows padded against bank conflicts"),
 )
 
 
@@ -126,13 +126,14 @@ def chunked_gdn_table(source: str, data: dict[str, Any]) -> TimingTable | None:
     if not step_2a:
         return None
     headers = ["case", "step 1", "step 2a", "step 2a, 16 columns", "prep pass", "step 2a error out / state"]
-    three_pass = []
-    for label, suffix in THREE_PASS_STEPS:
+    three_pass, described = [], []
+    for label, suffix, description in THREE_PASS_STEPS:
         entries = {case["what"].removesuffix(suffix): case for case in cases if case["what"].endswith(suffix)}
         if entries:
             step_headers, cells = _three_pass_columns(label, entries)
             headers += step_headers
             three_pass.append(cells)
+            described.append(description)
     rows = []
     for case in cases:
         two = step_2a.get(case["what"])
@@ -157,7 +158,7 @@ def chunked_gdn_table(source: str, data: dict[str, Any]) -> TimingTable | None:
     if three_pass:
         caption += (
             "; the three-pass steps (the prep pass, the chain of chunk states, then the output pass over all chunks): "
-            "step 2b, and step 2c with its shared-memory rows padded against bank conflicts"
+            + ", and ".join(described)
         )
     if stock:
         caption += (
