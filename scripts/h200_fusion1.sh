@@ -25,6 +25,19 @@ mkdir -p "$B/results" "$B/logs" "$B/bin"
 # shellcheck source=host_env.sh
 source "$REPO/scripts/host_env.sh"  # use_fusekit, fusekit, bin_of, smi, tbo
 
+glu_q8_bin() {  # glu_q8_bin plain|sabotaged: bin/ of a built variant holding fusion-1-glu-q8, without or with
+  # fusion-1's sabotage; empty where the session built none
+  local dir
+  for dir in "$FUSEKIT_HOME"/trees/*fusion-1-glu-q8*/build-"${BACKEND:-cuda}"*/bin; do
+    if [[ ! -x "$dir/test-backend-ops" ]]; then
+      continue
+    elif [[ $dir == *sabotage-norm-quantize* && $1 == sabotaged ]] || [[ $dir != *sabotage-norm-quantize* && $1 == plain ]]; then
+      echo "$dir"
+      return 0
+    fi
+  done
+}
+
 case "$STEP" in variants | start | wait | pack) fusion_common_step "$0" "$STEP" "${3:-}"; exit ;; esac
 case "$STEP" in
   standalone)  # the standalone epilogue check: fast-math (as ggml) and IEEE builds, sabotage, timing
@@ -41,20 +54,36 @@ case "$STEP" in
       | tee "$B/logs/standalone-sabotage.log" || true
     smi standalone
     ;;
-  check)
+  check)  # fusion-1 and its sabotage where built; fusion-1-glu-q8 and its sabotage where a variant holds it
     use_fusekit
     smi check
-    F1=$(bin_of fusion-1); SB=$(bin_of "fusion-1+sabotage-norm-quantize")
-    for op in FUSEKIT_NORM_Q8 RMS_NORM RMS_NORM_MUL_ADD MUL_MAT_VEC_FUSION; do
-      tbo "fusion-1-$op" pass "$F1" -o "$op"
-    done
-    for op in MUL_MAT MUL_MAT_ID; do  # the one-token cases its MMVQ hook sees; every case: the stack check
-      tbo "fusion-1-$op-n1" pass "$F1" -o "$op" -p ',n=1,'
-    done
-    tbo fusion-1-disabled pass "$F1" GGML_CUDA_DISABLE_FUSION=1 -o FUSEKIT_NORM_Q8
-    tbo fusion-1-no-graphs pass "$F1" GGML_CUDA_DISABLE_GRAPHS=1 -o FUSEKIT_NORM_Q8
-    tbo fusion-1-sabotage fail "$SB" -o FUSEKIT_NORM_Q8
-    tbo fusion-1-sabotage-disabled pass "$SB" GGML_CUDA_DISABLE_FUSION=1 -o FUSEKIT_NORM_Q8
+    F1=$(bin_of fusion-1 || true); SB=$(bin_of "fusion-1+sabotage-norm-quantize" || true)
+    if [[ -x "$F1/test-backend-ops" ]]; then
+      for op in FUSEKIT_NORM_Q8 RMS_NORM RMS_NORM_MUL_ADD MUL_MAT_VEC_FUSION; do
+        tbo "fusion-1-$op" pass "$F1" -o "$op"
+      done
+      for op in MUL_MAT MUL_MAT_ID; do  # the one-token cases its MMVQ hook sees; every case: the stack check
+        tbo "fusion-1-$op-n1" pass "$F1" -o "$op" -p ',n=1,'
+      done
+      tbo fusion-1-disabled pass "$F1" GGML_CUDA_DISABLE_FUSION=1 -o FUSEKIT_NORM_Q8
+      tbo fusion-1-no-graphs pass "$F1" GGML_CUDA_DISABLE_GRAPHS=1 -o FUSEKIT_NORM_Q8
+    fi
+    if [[ -x "$SB/test-backend-ops" ]]; then
+      tbo fusion-1-sabotage fail "$SB" -o FUSEKIT_NORM_Q8
+      tbo fusion-1-sabotage-disabled pass "$SB" GGML_CUDA_DISABLE_FUSION=1 -o FUSEKIT_NORM_Q8
+    fi
+    G=$(glu_q8_bin plain); GS=$(glu_q8_bin sabotaged)
+    if [[ -n "$G" ]]; then  # e.g. VARIANTS="... fusion-1+$P/fusion-1-glu-q8.patch ..."
+      for op in FUSEKIT_GLU_Q8 MUL_MAT_VEC_FUSION FUSEKIT_NORM_Q8; do
+        tbo "glu-q8-$op" pass "$G" -o "$op"
+      done
+      tbo glu-q8-MUL_MAT_ID-n1 pass "$G" -o MUL_MAT_ID -p ',n=1,'
+      tbo glu-q8-disabled pass "$G" GGML_CUDA_DISABLE_FUSION=1 -o FUSEKIT_GLU_Q8
+      tbo glu-q8-no-graphs pass "$G" GGML_CUDA_DISABLE_GRAPHS=1 -o FUSEKIT_GLU_Q8
+    fi
+    if [[ -n "$GS" ]]; then  # e.g. VARIANTS="... fusion-1+$X/sabotage-norm-quantize.patch+$P/fusion-1-glu-q8.patch"
+      tbo glu-q8-sabotage fail "$GS" -o FUSEKIT_GLU_Q8
+    fi
     smi check
     ;;
   race)
