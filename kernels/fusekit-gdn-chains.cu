@@ -680,12 +680,15 @@ void fusekit_gdn_chains_plan(const ggml_cgraph * cgraph, bool enabled) {
     if (!enabled || disabled) {
         return;  // ggml_cuda_try_fuse does not ask for roles then either
     }
-    // most graphs have no one-token gated delta net: leave them at a single pass
+    // most graphs have no one-token gated delta net or conv window: leave them at a single pass. A prompt's graph
+    // has SSM_CONV too, with a window of 3 + n_tokens columns: planning every prompt graph is the suspected cause of
+    // the conv-window experiment's 1.8% slower pp4096 in session 14 (the host plans before the ubatch's launches).
     bool any = false;
     for (int i = 0; i < cgraph->n_nodes && !any; ++i) {
         const ggml_tensor * n = cgraph->nodes[i];
         any = n->op == GGML_OP_GATED_DELTA_NET && n->src[2] != nullptr && n->src[2]->ne[2] == 1;
-        any = any || (FUSEKIT_GDN_CONV_WINDOW && n->op == GGML_OP_SSM_CONV);
+        any = any || (FUSEKIT_GDN_CONV_WINDOW && n->op == GGML_OP_SSM_CONV && n->src[0] != nullptr &&
+                      n->src[0]->ne[0] == fusekit_gdn::kConvWidth);
     }
     if (!any) {
         return;
