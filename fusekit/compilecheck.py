@@ -136,8 +136,11 @@ def fattn_defines(tree: Path) -> list[str]:
     return defines
 
 
-def compile_unit(nvcc: Path, tree: Path, unit: str, arch: str, include: Path, scratch: Path) -> UnitResult:
-    """``nvcc -c`` of one unit for one architecture (sm_ARCH), in a scratch folder.
+def compile_unit(
+    nvcc: Path, tree: Path, unit: str, arch: str, include: Path, scratch: Path, defines: list[str]
+) -> UnitResult:
+    """``nvcc -c`` of one unit for one architecture (sm_ARCH), in a scratch folder, with the tree's ``defines``
+    (fattn_defines).
 
     Through ccache when it is installed, with the trees' common root as base directory (as builds do),
     so a unit that is the same in several stacks compiles once.
@@ -146,7 +149,7 @@ def compile_unit(nvcc: Path, tree: Path, unit: str, arch: str, include: Path, sc
     launcher = shutil.which("ccache")
     env = {**os.environ, "CCACHE_BASEDIR": str(tree.parent), "CCACHE_NOHASHDIR": "1"} if launcher else None
     cmd = [
-        *([launcher] if launcher else []), str(nvcc), "-c", *NVCC_FLAGS, *fattn_defines(tree), f"-arch=sm_{arch}",
+        *([launcher] if launcher else []), str(nvcc), "-c", *NVCC_FLAGS, *defines, f"-arch=sm_{arch}",
         f"-I{include}", f"-I{tree / 'ggml/include'}", f"-I{tree / 'ggml/src'}", f"-I{tree / CUDA_DIR}",
         "-o", str(obj), str(tree / unit),
     ]  # fmt: skip
@@ -177,9 +180,10 @@ def compile_check(
     scratch.mkdir(parents=True, exist_ok=True)
     work = [(u, a) for u in units for a in archs]
     note(f"compiling {len(units)} CUDA unit(s) x {len(archs)} arch(s) with {nvcc} ({jobs} at a time)")
+    defines = fattn_defines(tree)  # read once for every unit
 
     def one(item: tuple[str, str]) -> UnitResult:
-        result = compile_unit(nvcc, tree, item[0], item[1], include, scratch)
+        result = compile_unit(nvcc, tree, item[0], item[1], include, scratch, defines)
         note(f"  {'ok    ' if result.ok else 'FAILED'} sm_{item[1]} {item[0]} ({result.seconds:.0f}s)")
         return result
 

@@ -267,7 +267,9 @@ int main(int argc, char ** argv) {
             checked_run([&](int sab) { launch_split<Pad>(p, d_records, d_states, sab); }, sp_out, sp_state);
             const bool   sp_ok = sp_out < kTolTc && sp_state < kTolTc;
             const double split = fusekit_standalone::median(time_launches([&] { launch_split<Pad>(p, d_records, d_states, 0); }));
-            const double prep_alone = fusekit_standalone::median(time_launches([&] { launch_prep<Pad>(p, d_records, 0); }));
+            const double prep_alone = Pad == fusekit_gdn_tc::kPadNone  // step 2a's prep pass, timed above
+                                          ? prep
+                                          : fusekit_standalone::median(time_launches([&] { launch_prep<Pad>(p, d_records, 0); }));
             const double output = fusekit_standalone::median(time_launches([&] { launch_output<Pad>(p, d_records, d_states); }));
             const double chain  = fusekit_standalone::median(time_launches([&] { launch_chain<32, Pad>(p, d_records, d_states); }));
             std::printf("  %s, %s: out err %.2e %s, state err %.2e %s, %.1f us (prep pass alone %.1f us, chain alone %.1f us, "
