@@ -176,7 +176,8 @@ ncu_chunked_gdn() {
   if [[ ! -x "$ncu" ]]; then echo "ncu: not found on this host" | tee "$B/logs/ncu-chunked-gdn.log"; return 0; fi
   local metrics=l1tex__data_bank_conflicts_pipe_lsu_mem_shared_op_ld.sum,l1tex__data_bank_conflicts_pipe_lsu_mem_shared_op_st.sum
   metrics+=,smsp__inst_executed_op_shared_ld.sum,smsp__inst_executed_op_shared_st.sum
-  timeout 300 "$ncu" -f -o /tmp/ncu-chunked-gdn -k regex:chunked_gdn_tc_ --section SpeedOfLight --section Occupancy \
+  # --clock-control none: ncu's default locks the SM clock to base while it profiles, and we never change clocks
+  timeout 300 "$ncu" --clock-control none -f -o /tmp/ncu-chunked-gdn -k regex:chunked_gdn_tc_ --section SpeedOfLight --section Occupancy \
     --section WarpStateStats --section LaunchStats --metrics "$metrics" "$program" --once \
     >"$B/logs/ncu-chunked-gdn.log" 2>&1 || { tail -n 5 "$B/logs/ncu-chunked-gdn.log"; return 0; }
   "$ncu" --import /tmp/ncu-chunked-gdn.ncu-rep --csv --page details >"$B/results/ncu-chunked-gdn.csv" 2>>"$B/logs/ncu-chunked-gdn.log" \

@@ -29,6 +29,21 @@ def test_the_script_never_reassigns_variants() -> None:
     assert [line for line in code if writes.search(line)] == []
 
 
+def test_no_script_changes_the_cards_clocks() -> None:
+    """We measure the card as we find it. Nsight Compute locks the SM clock to base unless told otherwise (session 15's
+    ncu step ran at 1.40 GHz before this guard), and nvidia-smi's setting flags would change it for good."""
+    offending = []
+    for script in sorted((REPO / "scripts").glob("*.sh")):
+        for number, line in enumerate(script.read_text().splitlines(), 1):
+            code = line.split("#", 1)[0]
+            runs_ncu = re.search(r'("\$ncu"|\bncu)\s+-', code) and "--import" not in code
+            if runs_ncu and "--clock-control none" not in code:
+                offending.append(f"{script.name}:{number}")
+            if re.search(r"nvidia-smi\b[^|;&]*\s(-r|-pm|-pl|-ac|-lgc|-lmc|-rgc|-c|-mig)\b", code):
+                offending.append(f"{script.name}:{number}")
+    assert offending == []
+
+
 def test_steps_see_the_variants_they_were_given(tmp_path: Path) -> None:
     done = _run(tmp_path / "b", "variants", {"VARIANTS": "fusion-5 fusion-1+fusion-5", "FUSEKIT_HOME": str(tmp_path)})
     assert done.returncode == 0, done.stderr
