@@ -11,11 +11,12 @@ namespace {
 // Set to 1 only by tests/patches/sabotage-chunked-gdn.patch (the chunked path must then fail its tests).
 constexpr int kSabotage = 0;
 
-// Below this many tokens the serial kernel runs. Measured on the H200 (session 14, test-backend-ops perf, 32 heads):
-// chunked 235.9 / 327.5 / 586.4 us against serial 139.9 / 311.3 / 638.9 us at T = 256 / 512 / 1024, so the chunked
-// kernels pay from 1024 tokens per call; llama.cpp's default 512-token ubatch stays on the serial kernel.
-// fusekit's checks set FUSEKIT_CHUNKED_GDN_MIN_TOKENS=128 so that their shorter cases reach the chunked kernels.
-constexpr int kDefaultMinTokens = 1024;
+// Below this many tokens the serial kernel runs. Measured on the H200 with test-backend-ops perf, 32 heads, step 2c's
+// padded rows (session 15): chunked 205.7 / 263.8 / 466.8 us against serial 140.3 / 312.3 / 639.1 us at T = 256 / 512 /
+// 1024, so the chunked kernels pay from 512 tokens per call, llama.cpp's default ubatch (step 2b in session 14 paid only
+// from 1024: 327.5 us at 512). fusekit's checks set FUSEKIT_CHUNKED_GDN_MIN_TOKENS=128 so that their shorter cases
+// reach the chunked kernels.
+constexpr int kDefaultMinTokens = 512;
 
 constexpr int kChainColumns = 32;  // value columns per chain CTA (177 KB of shared memory, padded)
 // Shared-memory rows padded against bank conflicts (after session 14; the standalone program times both layouts)

@@ -28,7 +28,7 @@ case "$STEP" in
     use_fusekit
     smi check
     F4=$(bin_of fusion-4); SB=$(bin_of "fusion-4+sabotage-chunked-gdn")
-    # MIN=128: the chunked kernels take every case from 128 tokens (the default, 1024, leaves the shorter ones serial)
+    # MIN=128: the chunked kernels take every case from 128 tokens (the default, 512, leaves the shorter ones serial)
     MIN=FUSEKIT_CHUNKED_GDN_MIN_TOKENS=128
     for op in GATED_DELTA_NET GATED_DELTA_NET_CACHE_FUSION; do
       tbo "fusion-4-$op" pass "$F4" "$MIN" -o "$op"

@@ -68,6 +68,13 @@ CASES = [
     ("void fusekit_gdn::prologue_kernel<(int)4>(fusekit_gdn::PrologueArgs)", SSM),
     ("void fusekit_gdn::gated_norm_kernel<(int)4>(fusekit_gdn::GatedNormArgs)", SSM),
     ("void fusekit_q8::q8_gemv_kernel<(int)1, (int)4, (bool)0, <unnamed>::Hooks>(fusekit_q8::Problem)", MATMUL),
+    # a namespace in an argument type does not make a kernel fusekit's (session 15 counted these MMVQs as norms)
+    (
+        "void mul_mat_vec_q<(ggml_type)8, (int)1, (bool)0, (bool)0, (bool)0>(const void *, const void *, const int *, "
+        "ggml_cuda_mm_fusion_args_device, float *, unsigned int, uint3, unsigned int, fusekit_nq::GroupQ8)",
+        MATMUL,
+    ),
+    ("void fusekit_nq::norm_quantize_kernel<(int)256>(fusekit_nq::Args)", NORM),
     ("void argmax_f32(const float *, int *, long)", OTHER),
     ("", OTHER),
 ]

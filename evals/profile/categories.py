@@ -28,10 +28,12 @@ CATEGORIES = (MATMUL, QUANTIZE, NORM, ELEMENTWISE, ATTENTION, SSM, MOE, COPY, OT
 RULES: tuple[tuple[str, str], ...] = (
     # activation quantize first: quantize_mmq_q8_1 would otherwise look like an mmq kernel
     (QUANTIZE, r"\bquantize_(q8_1|mmq_\w+)\b"),
-    # fusekit's own kernels (kernels/fusekit-*.cuh) by namespace; fusekit_q8::q8_gemv_kernel is a GEMV below
-    (MOE, r"\bfusekit_moe::"),
-    (SSM, r"\bfusekit_gdn::"),
-    (NORM, r"\bfusekit_nq::"),
+    # fusekit's own kernels (kernels/fusekit-*.cuh) by namespace, where the kernel itself is in it (anchored at the
+    # start: fusion-1-glu-q8's MMVQ takes a fusekit_nq::GroupQ8 argument and is still a matrix product);
+    # fusekit_q8::q8_gemv_kernel is a GEMV below
+    (MOE, r"^(void\s+)?fusekit_moe::"),
+    (SSM, r"^(void\s+)?fusekit_gdn::"),
+    (NORM, r"^(void\s+)?fusekit_nq::"),
     (ELEMENTWISE, r"\bfusekit_unary_\w+"),  # fusion-1-gated-q8: the unary+MUL kernel that also writes q8_1
     # MoE routing before matrix products: mm_ids_helper / topk_moe are not GEMMs
     (MOE, r"\b(topk_moe\w*|mm_ids_helper|moe_weighted_reduction\w*|k_argsort\w*|argsort\w*|top_k_radix\w*)\b"),
