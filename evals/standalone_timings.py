@@ -118,6 +118,20 @@ def _three_pass_columns(label: str, entries: dict[str, dict[str, Any]]) -> tuple
     return headers, cells
 
 
+STEP_2D = " (step 2d, "  # step 2c's passes around another chain: " (step 2d, chain of 16 warps)"
+
+
+def _chain_variants(cases: list[dict[str, Any]]) -> dict[str, dict[str, dict[str, Any]]]:
+    """Step 2d's rows: variant -> case -> entry, in the program's order."""
+    variants: dict[str, dict[str, dict[str, Any]]] = {}
+    for case in cases:
+        what = case["what"]
+        if STEP_2D in what and what.endswith(")"):
+            name, variant = what.split(STEP_2D, 1)
+            variants.setdefault(variant[:-1], {})[name] = case
+    return variants
+
+
 def chunked_gdn_table(source: str, data: dict[str, Any]) -> TimingTable | None:
     """Per case: the step-1 fp32 kernel, step 2a's two tensor-core passes and, where the program ran them, the
     three-pass steps (prep, chain, output; µs per layer), with their errors."""
@@ -134,6 +148,10 @@ def chunked_gdn_table(source: str, data: dict[str, Any]) -> TimingTable | None:
             headers += step_headers
             three_pass.append(cells)
             described.append(description)
+    variants = _chain_variants(cases)
+    for variant, entries in variants.items():
+        ctas = next(iter(entries.values())).get("ctas_per_sm")
+        headers.append(f"step 2d chain: {variant}" + (f" ({ctas} CTA per SM)" if ctas is not None else ""))
     rows = []
     for case in cases:
         two = step_2a.get(case["what"])
@@ -149,6 +167,9 @@ def chunked_gdn_table(source: str, data: dict[str, Any]) -> TimingTable | None:
         ]
         for cells in three_pass:
             row += cells(case["what"])
+        for entries in variants.values():
+            entry = entries.get(case["what"])
+            row.append(_us({"us": entry["chain_median_us"], "ok": entry["ok"]}) if entry else "")
         rows.append(row)
     stock = data.get("stock_serial_us_t4096_h200")
     caption = (
@@ -159,6 +180,11 @@ def chunked_gdn_table(source: str, data: dict[str, Any]) -> TimingTable | None:
         caption += (
             "; the three-pass steps (the prep pass, the chain of chunk states, then the output pass over all chunks): "
             + ", and ".join(described)
+        )
+    if variants:
+        caption += (
+            "; step 2d: step 2c's prep and output passes around another chain, each checked whole, its chain timed "
+            "alone (compare with step 2c's chain)"
         )
     if stock:
         caption += (

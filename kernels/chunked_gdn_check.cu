@@ -80,10 +80,13 @@ template <int N> void launch_two_pass(const GdnParams & p, float * records, int 
 // Step 2b: the same prep pass, then the chain with N value columns per CTA (the chunk states and U), then the output
 // pass over every chunk; states holds fusekit_gdn_tc::states_floats floats. Pad: the shared rows' padding of all
 // three (kPadNone as measured in session 14; kPadBanks, step 2c, against bank conflicts).
-template <int N, int Pad> void launch_chain(const GdnParams & p, float * records, float * states) {
+// Buffers and Threads: step 2d's chain variants (1 or 2 operand buffers, 8 or 16 warps); the defaults are step 2c's.
+template <int N, int Pad, int Buffers = 2, int Threads = fusekit_gdn_tc::kStateThreads>
+void launch_chain(const GdnParams & p, float * records, float * states) {
     using namespace fusekit_gdn_tc;
     const dim3 chain_grid(unsigned(kS / N), unsigned(p.H_v), unsigned(p.B));
-    chunked_gdn_tc_chain<N, Pad><<<chain_grid, kStateThreads, chain_shared_bytes<N, Pad>()>>>(p, records, states);
+    chunked_gdn_tc_chain<N, Pad, Buffers, Threads>
+        <<<chain_grid, Threads, chain_shared_bytes<N, Pad, Buffers>()>>>(p, records, states);
 }
 template <int Pad> void launch_output(const GdnParams & p, const float * records, const float * states) {
     using namespace fusekit_gdn_tc;
@@ -106,6 +109,33 @@ template <int Pad> void allow_shared_memory() {
     CHECK(cudaFuncSetAttribute(chunked_gdn_tc_output<Pad>, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                int(output_shared_bytes<Pad>())));
 }
+
+// Step 2d: the padded prep and output passes around one chain variant.
+template <int N, int Buffers, int Threads> struct ChainVariant {
+    static void allow() {
+        using namespace fusekit_gdn_tc;
+        CHECK(cudaFuncSetAttribute(chunked_gdn_tc_chain<N, kPadBanks, Buffers, Threads>,
+                                   cudaFuncAttributeMaxDynamicSharedMemorySize, int(chain_shared_bytes<N, kPadBanks, Buffers>())));
+    }
+    static int ctas_per_sm() {
+        using namespace fusekit_gdn_tc;
+        int ctas = 0;
+        CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&ctas, chunked_gdn_tc_chain<N, kPadBanks, Buffers, Threads>, Threads,
+                                                            chain_shared_bytes<N, kPadBanks, Buffers>()));
+        return ctas;
+    }
+    static void chain(const GdnParams & p, float * records, float * states) {
+        launch_chain<N, fusekit_gdn_tc::kPadBanks, Buffers, Threads>(p, records, states);
+    }
+    static void split(const GdnParams & p, float * records, float * states, int sabotage) {
+        launch_prep<fusekit_gdn_tc::kPadBanks>(p, records, sabotage);
+        chain(p, records, states);
+        launch_output<fusekit_gdn_tc::kPadBanks>(p, records, states);
+    }
+};
+using Chain16Warps     = ChainVariant<32, 2, 512>;  // the new state's 16 tiles one per warp
+using Chain16Columns   = ChainVariant<16, 1, 256>;  // 16 columns, one buffer: 86 KB, two CTAs per SM, 256 CTAs
+using Chain16Both      = ChainVariant<16, 1, 512>;
 
 // How many prep CTAs share an SM (session 13's first prep pass: one; the blocked solve's version is sized for two).
 template <int Pad> int prep_ctas_per_sm() {
@@ -153,6 +183,11 @@ int main(int argc, char ** argv) {
                                int(fusekit_gdn_tc::state_shared_bytes<16>())));
     allow_shared_memory<fusekit_gdn_tc::kPadNone>();
     allow_shared_memory<fusekit_gdn_tc::kPadBanks>();
+    Chain16Warps::allow();
+    Chain16Columns::allow();
+    Chain16Both::allow();
+    std::printf("step 2d chains: 32 columns, 16 warps: %d CTA(s) per SM; 16 columns, one buffer: %d; the same, 16 warps: %d\n",
+                Chain16Warps::ctas_per_sm(), Chain16Columns::ctas_per_sm(), Chain16Both::ctas_per_sm());
     const int prep_ctas = prep_ctas_per_sm<fusekit_gdn_tc::kPadNone>();
     const int prep_ctas_padded = prep_ctas_per_sm<fusekit_gdn_tc::kPadBanks>();
     std::printf("prep pass: %zu bytes of shared memory, %d CTAs per SM (padded rows: %zu bytes, %d CTAs per SM)\n",
@@ -286,6 +321,26 @@ int main(int argc, char ** argv) {
         };
         three_passes(std::integral_constant<int, fusekit_gdn_tc::kPadNone>{}, "step 2b", "three passes");
         three_passes(std::integral_constant<int, fusekit_gdn_tc::kPadBanks>{}, "step 2c", "padded shared rows");
+
+        // step 2d: step 2c with another chain, each checked whole (prep, that chain, output) and its chain timed alone
+        auto chain_variant = [&](auto variant, const char * what) {
+            using V = decltype(variant);
+            double v_out = 0, v_state = 0;
+            checked_run([&](int sab) { V::split(p, d_records, d_states, sab); }, v_out, v_state);
+            const bool   v_ok  = v_out < kTolTc && v_state < kTolTc;
+            const double chain = fusekit_standalone::median(time_launches([&] { V::chain(p, d_records, d_states); }));
+            std::printf("  step 2d, %s: out err %.2e %s, state err %.2e %s, chain alone %.1f us\n", what, v_out,
+                        v_out < kTolTc ? "ok" : "FAIL", v_state, v_state < kTolTc ? "ok" : "FAIL", chain);
+            std::snprintf(row, sizeof(row),
+                          ", {\"what\": \"%s (step 2d, %s)\", \"T\": %d, \"B\": %d, \"K\": %d, \"err_out\": %.3e, "
+                          "\"err_state\": %.3e, \"tolerance\": %.0e, \"ok\": %s, \"chain_median_us\": %.2f, \"ctas_per_sm\": %d}",
+                          c.what, what, c.T, c.B, c.K, v_out, v_state, kTolTc, v_ok ? "true" : "false", chain,
+                          V::ctas_per_sm());
+            json += row;
+        };
+        chain_variant(Chain16Warps{}, "chain of 16 warps");
+        chain_variant(Chain16Columns{}, "chain of 16 columns, one buffer");
+        chain_variant(Chain16Both{}, "chain of 16 columns, one buffer, 16 warps");
         CHECK(cudaFree(d_states));
         CHECK(cudaFree(d_records));
         for (const float * d : {p.q, p.k, p.v, p.g, p.beta, p.state}) {

@@ -681,20 +681,24 @@ __global__ void __launch_bounds__(kStateThreads) chunked_gdn_tc_state(GdnParams 
 }
 
 // ---- Step 2b's chain and output pass (device); their specification is chain_host and output_host above ----------
-// Shared memory of the chain for N value columns: the next chunk's W, Kend and U0 slice arrive by cp.async while this
-// chunk's products run (two buffers), the state slice and U of this chunk (168 KB at N = 32 unpadded, 177 KB padded).
-template <int N, int Pad> struct ChainShared {
-    static constexpr int LN = N + Pad;  // rows of the slice's N columns
-    float w[2][kC * Rows<Pad>::S];     // W of chunk c (buffer c & 1)
-    float kend[2][kC * Rows<Pad>::S];  // Kend of chunk c
-    float u0[2][kC * LN];              // the slice's columns of U0, [s][jj]
-    float s0[kS * LN];                 // S0[i][jj]
-    float u[kC * LN];                  // U[s][jj]
+// Shared memory of the chain for N value columns: with two buffers the next chunk's W, Kend and U0 slice arrive by
+// cp.async while this chunk's products run, with one each chunk's arrive at its start; the state slice and U of this
+// chunk (168 KB at N = 32 unpadded, 177 KB padded; 86 KB at N = 16, one buffer, padded: two CTAs per SM).
+template <int N, int Pad, int Buffers = 2> struct ChainShared {
+    static constexpr int LN = N + Pad;       // rows of the slice's N columns
+    float w[Buffers][kC * Rows<Pad>::S];     // W of chunk c (buffer c % Buffers)
+    float kend[Buffers][kC * Rows<Pad>::S];  // Kend of chunk c
+    float u0[Buffers][kC * LN];              // the slice's columns of U0, [s][jj]
+    float s0[kS * LN];                       // S0[i][jj]
+    float u[kC * LN];                        // U[s][jj]
 };
 
-template <int N, int Pad>
-__global__ void __launch_bounds__(kStateThreads) chunked_gdn_tc_chain(GdnParams p, float * records, float * states) {
-    using Shared = ChainShared<N, Pad>;
+// Threads: 256 (8 warps, step 2c) or 512 (16 warps: the tiles of the new state spread over twice the warps). The
+// defaults are step 2c's chain, the one the glue launches; the standalone program times the others (step 2d).
+template <int N, int Pad, int Buffers = 2, int Threads = kStateThreads>
+__global__ void __launch_bounds__(Threads) chunked_gdn_tc_chain(GdnParams p, float * records, float * states) {
+    static_assert(Buffers == 1 || Buffers == 2, "one buffer, or two for the next chunk's operands");
+    using Shared = ChainShared<N, Pad, Buffers>;
     constexpr int LS = Rows<Pad>::S, LN = Shared::LN;
     extern __shared__ __align__(128) unsigned char shared_chain[];
     Shared &  sh = *reinterpret_cast<Shared *>(shared_chain);
@@ -717,15 +721,20 @@ __global__ void __launch_bounds__(kStateThreads) chunked_gdn_tc_chain(GdnParams 
         }
         __pipeline_commit();
     };
-    stage(0, 0);
+    if constexpr (Buffers == 2) {
+        stage(0, 0);
+    }
     const float * s_in = p.state + (int64_t(b) * p.H_v + h) * kS * kS;
     for (int idx = tid; idx < kS * N; idx += nthr) {
         const int i = idx / N, jj = idx % N;
         sh.s0[i * LN + jj] = s_in[int64_t(j0 + jj) * kS + i];
     }
     for (int c = 0; c < chunks; ++c) {
-        const int buf = c & 1;
-        if (c + 1 < chunks) {
+        const int buf = c % Buffers;
+        if constexpr (Buffers == 1) {
+            stage(c, 0);  // buffer 0 was last read in chunk c - 1, before its closing barrier
+            __pipeline_wait_prior(0);
+        } else if (c + 1 < chunks) {
             stage(c + 1, buf ^ 1);  // buffer buf ^ 1 was last read in chunk c - 1, before its closing barrier
             __pipeline_wait_prior(1);
         } else {
@@ -832,8 +841,8 @@ __global__ void __launch_bounds__(kStateThreads) chunked_gdn_tc_output(GdnParams
 #endif
 }
 
-template <int N, int Pad> inline size_t chain_shared_bytes() {
-    return sizeof(ChainShared<N, Pad>);
+template <int N, int Pad, int Buffers = 2> inline size_t chain_shared_bytes() {
+    return sizeof(ChainShared<N, Pad, Buffers>);
 }
 template <int Pad> inline size_t output_shared_bytes() {
     return sizeof(OutputShared<Pad>);

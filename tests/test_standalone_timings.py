@@ -183,3 +183,35 @@ def test_chunked_gdn_table_shows_step_2b_and_the_padded_step_2c_side_by_side() -
     rows = [dict(zip(table.headers, row, strict=True)) for row in table.rows]
     assert rows[0]["step 2b chain"] == "156.63" and rows[0]["step 2c prep pass"] == "70.00"
     assert rows[1]["step 2c"] == "" and rows[1]["step 2b chain"] == "839.28"
+
+
+def test_chunked_gdn_table_adds_a_column_per_step_2d_chain() -> None:
+    """Session 15's JSON plus step 2d rows as the program writes them after session 15 (step 2c's passes around another
+    chain): one column per chain variant with its CTAs per SM, a failed check struck out, blank where a case has
+    none."""
+    data = json.loads(
+        (SESSION8.parent / "h200-2026-12-02-session15-step2c-gluq8" / "chunked-gdn-standalone.json").read_text()
+    )
+    step_1 = [case for case in data["cases"] if "(step 2" not in case["what"]]
+
+    def variant(case: dict, name: str, chain_us: float, ok: bool, ctas: int) -> dict:
+        what = case["what"] + f" (step 2d, {name})"
+        return {"what": what, "chain_median_us": chain_us, "ok": ok, "ctas_per_sm": ctas, "err_out": 7e-4}
+
+    rows = [
+        variant(step_1[0], "chain of 16 warps", 101.5, True, 1),
+        variant(step_1[0], "chain of 16 columns, one buffer", 88.25, False, 2),
+        variant(step_1[1], "chain of 16 warps", 500.0, True, 1),
+    ]
+    table = chunked_gdn_table("chunked-gdn-standalone.json", {**data, "cases": [*data["cases"], *rows]})
+    assert table is not None
+    assert table.headers[-2:] == [
+        "step 2d chain: chain of 16 warps (1 CTA per SM)",
+        "step 2d chain: chain of 16 columns, one buffer (2 CTA per SM)",
+    ]
+    cells = [row[-2:] for row in table.rows]
+    assert cells[0] == ["101.50", "~~88.25~~"]
+    assert cells[1] == ["500.00", ""]
+    assert "step 2d" in table.caption
+    plain = chunked_gdn_table("chunked-gdn-standalone.json", data)
+    assert plain is not None and not any("step 2d" in header for header in plain.headers)
