@@ -178,10 +178,16 @@ ncu_chunked_gdn() {
   metrics+=,smsp__inst_executed_op_shared_ld.sum,smsp__inst_executed_op_shared_st.sum
   # --clock-control none: ncu's default locks the SM clock to base while it profiles, and we never change clocks
   timeout 300 "$ncu" --clock-control none -f -o /tmp/ncu-chunked-gdn -k regex:chunked_gdn_tc_ --section SpeedOfLight --section Occupancy \
-    --section WarpStateStats --section LaunchStats --metrics "$metrics" "$program" --once \
+    --section WarpStateStats --section LaunchStats --section SourceCounters --metrics "$metrics" "$program" --once \
     >"$B/logs/ncu-chunked-gdn.log" 2>&1 || { tail -n 5 "$B/logs/ncu-chunked-gdn.log"; return 0; }
   "$ncu" --import /tmp/ncu-chunked-gdn.ncu-rep --csv --page details >"$B/results/ncu-chunked-gdn.csv" 2>>"$B/logs/ncu-chunked-gdn.log" \
     || tail -n 5 "$B/logs/ncu-chunked-gdn.log"
+  # every metric (the warp stall reasons are only here), and the chain's SASS with its stall samples per instruction
+  # (after session 15's step 2d: the chain's 10 us per chunk is neither issue- nor occupancy-bound; where does it wait?)
+  "$ncu" --import /tmp/ncu-chunked-gdn.ncu-rep --csv --page raw >"$B/results/ncu-chunked-gdn-raw.csv" \
+    2>>"$B/logs/ncu-chunked-gdn.log" || tail -n 5 "$B/logs/ncu-chunked-gdn.log"
+  "$ncu" --import /tmp/ncu-chunked-gdn.ncu-rep --csv --page source --print-source sass -k regex:chunked_gdn_tc_chain \
+    >"$B/results/ncu-chunked-gdn-chain-sass.csv" 2>>"$B/logs/ncu-chunked-gdn.log" || tail -n 5 "$B/logs/ncu-chunked-gdn.log"
 }
 
 case "$STEP" in
@@ -353,7 +359,7 @@ case "$STEP" in
     smi kernels
     for program in chunked_gdn conv_window; do
       name=${program//_/-}
-      nvcc -O3 -std=c++17 -arch=sm_90 -I"$REPO/kernels" -o "$B/bin/${program}_check" "$REPO/kernels/${program}_check.cu" \
+      nvcc -O3 -std=c++17 -arch=sm_90 -lineinfo -I"$REPO/kernels" -o "$B/bin/${program}_check" "$REPO/kernels/${program}_check.cu" \
         >"$B/logs/nvcc-$name.log" 2>&1 || { tail -n 20 "$B/logs/nvcc-$name.log"; continue; }
       "$B/bin/${program}_check" --json "$B/results/$name-standalone.json" 2>&1 | tee "$B/logs/$name.log" || true
       "$B/bin/${program}_check" --sabotage --json "$B/results/$name-standalone-sabotage.json" 2>&1 | tail -n 2 \
