@@ -11,7 +11,7 @@
 # Then two chains, one per GPU when there are two (else one after the other):
 #   GPU 0: smoke (a short run of each variant), eval (each fusion alone and the stack vs stock, 35B preset), eval2 (second model), profiles A
 #   GPU 1: check (test-backend-ops, sabotage builds), race (bridge), profiles B
-# The single steps (check, check-own, eval, eval-own, eval2, race, profile-a, profile-b, kernels, standalone) can also be run alone.
+# The single steps (check, check-own, eval, eval-own, eval-decode, eval2, race, profile-a, profile-b, kernels, standalone) can also be run alone.
 # Besides the stack of every fusion, the stack with every experiment (patches/experiments/) on top is built,
 # checked, evaluated and profiled.
 # GPU0_STEPS / GPU1_STEPS replace the two chains' steps (e.g. GPU1_STEPS="check-mm eval2" for a short session);
@@ -332,6 +332,13 @@ case "$STEP" in
     # shellcheck disable=SC2046
     session_eval "$(timed $(ok_variants $(measured "${EVAL_FUSIONS[@]}" "$STACK" "${EXPERIMENTS[@]}" "$STACK_EXP")))" "$BIG" all-35b --ppl --kl --ppl-ubatch 1  # the one-token kernels the fusions change
     ;;
+  eval-decode)  # decode only (tg128, no prompts, no quality, no text) in many short rounds. Between processes a
+    # variant's median moves 3-5% (session 15), far more than within one, so rounds narrow the interval and
+    # repetitions do not: DECODE_ROUNDS (15) processes of DECODE_REPS (3) repetitions per side
+    # shellcheck disable=SC2046
+    PROMPTS=0 ROUNDS=${DECODE_ROUNDS:-15} REPS=${DECODE_REPS:-3} session_eval \
+      "$(timed $(ok_variants $(measured "${EVAL_FUSIONS[@]}" "$STACK" "${EXPERIMENTS[@]}" "$STACK_EXP")))" "$BIG" decode-35b --no-text
+    ;;
   control)  # how far each model amplifies a pure fp32 order change: the controls and fusion-5, KL and text only
     mapfile -t CONTROLS < <(ls "$REPO"/patches/controls/*.patch)
     for model in "$BIG:control-35b" "$SECOND:control-llama8b"; do
@@ -371,6 +378,6 @@ case "$STEP" in
   variants)  # what start builds besides stock
     all_variants
     ;;
-  *) echo "unknown step $STEP (run poll pack smoke check check-own eval-own check-mm control eval eval2 race flake profile-a profile-b standalone kernels models variants)" >&2
+  *) echo "unknown step $STEP (run poll pack smoke check check-own eval-own check-mm control eval eval-decode eval2 race flake profile-a profile-b standalone kernels models variants)" >&2
      exit 2 ;;
 esac
