@@ -233,3 +233,30 @@ def test_check_own_runs_a_fusions_checks_and_expects_its_sabotage_to_fail(tmp_pa
         and verdicts["fusion-3-sabotage-router"][-1] == "verdict=ok"
     )
     assert not any(name.startswith(("stack-", "mm-")) for name in verdicts)
+
+
+def test_eval_decode_runs_decode_only_in_many_short_rounds(tmp_path: Path) -> None:
+    """Session 15: one variant's decode median moved 3-5% between processes, so eval-decode spends its time on rounds
+    (processes), with no prompts, no quality runs and no text; DECODE_ROUNDS / DECODE_REPS override 15 / 3."""
+    stub, record = tmp_path / "stub", tmp_path / "fusekit-args.txt"
+    stub.mkdir()
+    real = subprocess.run(["bash", "-c", "command -v python3"], capture_output=True, text=True).stdout.strip()
+    (stub / "python3").write_text(
+        "#!/usr/bin/env bash\n"
+        f'if [[ "$*" == *"from fusekit.cli import main"* ]]; then shift 2; echo "$*" >>"{record}"; exit 0; fi\n'
+        f'exec "{real}" "$@"\n'
+    )
+    (stub / "python3").chmod(0o755)
+    batch = tmp_path / "b"
+    (batch / "results").mkdir(parents=True)
+    (batch / "results" / "builds.json").write_text('[{"variant": "stock"}, {"variant": "fusion-5"}]')
+    env = {"FUSEKIT_HOME": str(tmp_path), "VARIANTS": "fusion-5", "PATH": f"{stub}:{os.environ['PATH']}"}
+    for extra, rounds, reps in (({}, "15", "3"), ({"DECODE_ROUNDS": "20", "DECODE_REPS": "2"}, "20", "2")):
+        record.unlink(missing_ok=True)
+        done = _run(batch, "eval-decode", {**env, **extra, "ROUNDS": "5", "PROMPTS": "512,4096"})
+        assert done.returncode == 0, done.stderr
+        args = record.read_text().split()
+        assert args[:2] == ["eval", "fusion-5"]
+        assert args[args.index("-p") + 1] == "0" and args[args.index("--rounds") + 1] == rounds
+        assert args[args.index("-r") + 1] == reps and "--no-text" in args
+        assert not {"--ppl", "--kl"} & set(args)
