@@ -182,12 +182,13 @@ ncu_chunked_gdn() {
     >"$B/logs/ncu-chunked-gdn.log" 2>&1 || { tail -n 5 "$B/logs/ncu-chunked-gdn.log"; return 0; }
   "$ncu" --import /tmp/ncu-chunked-gdn.ncu-rep --csv --page details >"$B/results/ncu-chunked-gdn.csv" 2>>"$B/logs/ncu-chunked-gdn.log" \
     || tail -n 5 "$B/logs/ncu-chunked-gdn.log"
-  # every metric (the warp stall reasons are only here), and the chain's SASS with its stall samples per instruction
+  # every metric (the warp stall reasons are only here), and the chain's and prep's SASS with stall samples per instruction
   # (after session 15's step 2d: the chain's 10 us per chunk is neither issue- nor occupancy-bound; where does it wait?)
   "$ncu" --import /tmp/ncu-chunked-gdn.ncu-rep --csv --page raw >"$B/results/ncu-chunked-gdn-raw.csv" \
     2>>"$B/logs/ncu-chunked-gdn.log" || tail -n 5 "$B/logs/ncu-chunked-gdn.log"
-  "$ncu" --import /tmp/ncu-chunked-gdn.ncu-rep --csv --page source --print-source sass -k regex:chunked_gdn_tc_chain \
-    >"$B/results/ncu-chunked-gdn-chain-sass.csv" 2>>"$B/logs/ncu-chunked-gdn.log" || tail -n 5 "$B/logs/ncu-chunked-gdn.log"
+  # (gzipped: one SASS listing per profiled launch; the prep pass too, whose global loads are the next suspect)
+  "$ncu" --import /tmp/ncu-chunked-gdn.ncu-rep --csv --page source --print-source sass -k regex:'chunked_gdn_tc_(chain|prep)' \
+    2>>"$B/logs/ncu-chunked-gdn.log" | gzip -c >"$B/results/ncu-chunked-gdn-sass.csv.gz" || tail -n 5 "$B/logs/ncu-chunked-gdn.log"
 }
 
 case "$STEP" in
