@@ -93,10 +93,19 @@ template <int Pad> void launch_output(const GdnParams & p, const float * records
     const dim3 grid(unsigned(chunk_count(p.T)), unsigned(p.H_v), unsigned(p.B));
     chunked_gdn_tc_output<Pad><<<grid, kStateThreads, output_shared_bytes<Pad>()>>>(p, records, states);
 }
-template <int Pad> void launch_split(const GdnParams & p, float * records, float * states, int sabotage) {
+// The three passes, the chain with N columns, Buffers and Threads (step 2b/2c: 32 columns, step 2c's defaults).
+template <int Pad, int N = 32, int Buffers = 2, int Threads = fusekit_gdn_tc::kStateThreads>
+void launch_split(const GdnParams & p, float * records, float * states, int sabotage) {
     launch_prep<Pad>(p, records, sabotage);
-    launch_chain<32, Pad>(p, records, states);
+    launch_chain<N, Pad, Buffers, Threads>(p, records, states);
     launch_output<Pad>(p, records, states);
+}
+
+// A chain's shared memory above the default 48 KB.
+template <int N, int Pad, int Buffers = 2, int Threads = fusekit_gdn_tc::kStateThreads> void allow_chain_shared_memory() {
+    using namespace fusekit_gdn_tc;
+    CHECK(cudaFuncSetAttribute(chunked_gdn_tc_chain<N, Pad, Buffers, Threads>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                               int(chain_shared_bytes<N, Pad, Buffers>())));
 }
 
 // The device passes' shared memory above the default 48 KB, for one padding of the rows.
@@ -104,38 +113,32 @@ template <int Pad> void allow_shared_memory() {
     using namespace fusekit_gdn_tc;
     CHECK(cudaFuncSetAttribute(chunked_gdn_tc_prep<Pad>, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                int(prep_shared_bytes<Pad>())));
-    CHECK(cudaFuncSetAttribute(chunked_gdn_tc_chain<32, Pad>, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                               int(chain_shared_bytes<32, Pad>())));
+    allow_chain_shared_memory<32, Pad>();
     CHECK(cudaFuncSetAttribute(chunked_gdn_tc_output<Pad>, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                int(output_shared_bytes<Pad>())));
 }
 
 // Step 2d: the padded prep and output passes around one chain variant.
 template <int N, int Buffers, int Threads> struct ChainVariant {
-    static void allow() {
-        using namespace fusekit_gdn_tc;
-        CHECK(cudaFuncSetAttribute(chunked_gdn_tc_chain<N, kPadBanks, Buffers, Threads>,
-                                   cudaFuncAttributeMaxDynamicSharedMemorySize, int(chain_shared_bytes<N, kPadBanks, Buffers>())));
-    }
-    static int ctas_per_sm() {
+    static constexpr int Pad = fusekit_gdn_tc::kPadBanks;
+    static void allow() { allow_chain_shared_memory<N, Pad, Buffers, Threads>(); }
+    static int  ctas_per_sm() {
         using namespace fusekit_gdn_tc;
         int ctas = 0;
-        CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&ctas, chunked_gdn_tc_chain<N, kPadBanks, Buffers, Threads>, Threads,
-                                                            chain_shared_bytes<N, kPadBanks, Buffers>()));
+        CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&ctas, chunked_gdn_tc_chain<N, Pad, Buffers, Threads>, Threads,
+                                                            chain_shared_bytes<N, Pad, Buffers>()));
         return ctas;
     }
     static void chain(const GdnParams & p, float * records, float * states) {
-        launch_chain<N, fusekit_gdn_tc::kPadBanks, Buffers, Threads>(p, records, states);
+        launch_chain<N, Pad, Buffers, Threads>(p, records, states);
     }
     static void split(const GdnParams & p, float * records, float * states, int sabotage) {
-        launch_prep<fusekit_gdn_tc::kPadBanks>(p, records, sabotage);
-        chain(p, records, states);
-        launch_output<fusekit_gdn_tc::kPadBanks>(p, records, states);
+        launch_split<Pad, N, Buffers, Threads>(p, records, states, sabotage);
     }
 };
-using Chain16Warps     = ChainVariant<32, 2, 512>;  // the new state's 16 tiles one per warp
-using Chain16Columns   = ChainVariant<16, 1, 256>;  // 16 columns, one buffer: 86 KB, two CTAs per SM, 256 CTAs
-using Chain16Both      = ChainVariant<16, 1, 512>;
+using Chain16Warps   = ChainVariant<32, 2, 512>;  // the new state's 16 tiles one per warp
+using Chain16Columns = ChainVariant<16, 1, 256>;  // 16 columns, one buffer: 86 KB, two CTAs per SM, 256 CTAs
+using Chain16Both    = ChainVariant<16, 1, 512>;
 
 // How many prep CTAs share an SM (session 13's first prep pass: one; the blocked solve's version is sized for two).
 template <int Pad> int prep_ctas_per_sm() {

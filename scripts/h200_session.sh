@@ -83,6 +83,12 @@ timed() {  # timed SPEC...: the specs without a sabotage patch (a sabotaged buil
   echo "${kept[*]}"
 }
 
+evaluated() {  # the variants the eval steps time: VARIANTS, else each fusion, the stack, each experiment and the
+  # stack with all of them; built, through smoke, never sabotaged
+  # shellcheck disable=SC2046
+  timed $(ok_variants $(measured "${EVAL_FUSIONS[@]}" "$STACK" "${EXPERIMENTS[@]}" "$STACK_EXP"))
+}
+
 experiment_checks() {  # experiment_checks SPEC: the test ops the patch files of SPEC name in a "Checks:" header line
   local part
   for part in ${1//+/ }; do
@@ -330,15 +336,12 @@ case "$STEP" in
     done
     ;;
   eval)
-    # shellcheck disable=SC2046
-    session_eval "$(timed $(ok_variants $(measured "${EVAL_FUSIONS[@]}" "$STACK" "${EXPERIMENTS[@]}" "$STACK_EXP")))" "$BIG" all-35b --ppl --kl --ppl-ubatch 1  # the one-token kernels the fusions change
+    session_eval "$(evaluated)" "$BIG" all-35b --ppl --kl --ppl-ubatch 1  # the one-token kernels the fusions change
     ;;
   eval-decode)  # decode only (tg128, no prompts, no quality, no text) in many short rounds. Between processes a
     # variant's median moves 3-5% (session 15), far more than within one, so rounds narrow the interval and
     # repetitions do not: DECODE_ROUNDS (15) processes of DECODE_REPS (3) repetitions per side
-    # shellcheck disable=SC2046
-    PROMPTS=0 ROUNDS=${DECODE_ROUNDS:-15} REPS=${DECODE_REPS:-3} session_eval \
-      "$(timed $(ok_variants $(measured "${EVAL_FUSIONS[@]}" "$STACK" "${EXPERIMENTS[@]}" "$STACK_EXP")))" "$BIG" decode-35b --no-text
+    PROMPTS=0 ROUNDS=${DECODE_ROUNDS:-15} REPS=${DECODE_REPS:-3} session_eval "$(evaluated)" "$BIG" decode-35b --no-text
     ;;
   control)  # how far each model amplifies a pure fp32 order change: the controls and fusion-5, KL and text only
     mapfile -t CONTROLS < <(ls "$REPO"/patches/controls/*.patch)

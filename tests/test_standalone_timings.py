@@ -18,6 +18,12 @@ def _load(name: str) -> dict:
     return json.loads((SESSION8 / name).read_text())
 
 
+def _chunked_gdn(session: str) -> tuple[dict, list[dict]]:
+    """A session's committed chunked-gdn-standalone.json and its step-1 rows (one per case)."""
+    data = json.loads((SESSION8.parent / session / "chunked-gdn-standalone.json").read_text())
+    return data, [case for case in data["cases"] if "(step 2" not in case["what"]]
+
+
 def test_q8_gemv_table_sets_experiments_side_by_side_and_bolds_the_fastest() -> None:
     table = q8_gemv_table("q8-gemv-standalone.json", _load("q8-gemv-standalone.json"))
     assert table is not None and table.headers[:3] == ["shape", "floor", "late_u4_m2"]
@@ -77,9 +83,7 @@ def test_programs_without_experiments_give_no_table_and_corrupt_files_one_error(
 
 def test_chunked_gdn_table_sets_step_2a_beside_step_1() -> None:
     """Step 1's rows as the H200 wrote them (session 12b), each followed by a step-2a row of the new program."""
-    data = json.loads(
-        (SESSION8.parent / "h200-2026-12-01-session12b-residual-fixed" / "chunked-gdn-standalone.json").read_text()
-    )
+    data, _ = _chunked_gdn("h200-2026-12-01-session12b-residual-fixed")
     assert chunked_gdn_table("chunked-gdn-standalone.json", data) is None  # step 1 only: no table, reports unchanged
     rows = []
     for case in data["cases"]:
@@ -106,9 +110,7 @@ def test_chunked_gdn_table_sets_step_2a_beside_step_1() -> None:
 
 def test_chunked_gdn_table_reads_step_2as_first_h200_run() -> None:
     """Session 13's program output as the H200 wrote it: step 2a beside step 1 in every case, the prep pass apart."""
-    data = json.loads(
-        (SESSION8.parent / "h200-2026-12-01-session13-on-their-own" / "chunked-gdn-standalone.json").read_text()
-    )
+    data, _ = _chunked_gdn("h200-2026-12-01-session13-on-their-own")
     table = chunked_gdn_table("chunked-gdn-standalone.json", data)
     assert table is not None and len(table.rows) == 3
     long_prompt = dict(zip(table.headers, table.rows[1], strict=True))
@@ -119,10 +121,7 @@ def test_chunked_gdn_table_reads_step_2as_first_h200_run() -> None:
 def test_chunked_gdn_table_adds_step_2b_columns_where_the_program_ran_it() -> None:
     """Step 2b rows (prep, chain, output pass) as the program writes them after session 13: four more columns, left
     blank for a case without one; a JSON without step 2b keeps the old table."""
-    data = json.loads(
-        (SESSION8.parent / "h200-2026-12-01-session13-on-their-own" / "chunked-gdn-standalone.json").read_text()
-    )
-    step_1 = [case for case in data["cases"] if "(step 2" not in case["what"]]
+    data, step_1 = _chunked_gdn("h200-2026-12-01-session13-on-their-own")
     split = {
         "what": step_1[1]["what"] + " (step 2b, three passes)",
         "median_us": 400.0,
@@ -151,10 +150,7 @@ def test_chunked_gdn_table_adds_step_2b_columns_where_the_program_ran_it() -> No
 def test_chunked_gdn_table_shows_step_2b_and_the_padded_step_2c_side_by_side() -> None:
     """Session 14's JSON (step 2b with no prep column) plus step 2c rows as the program writes them after session 14
     (each with its own prep pass): every step gets its own columns, named by the step."""
-    data = json.loads(
-        (SESSION8.parent / "h200-2026-12-02-session14-fusion4-ggml" / "chunked-gdn-standalone.json").read_text()
-    )
-    step_1 = [case for case in data["cases"] if "(step 2" not in case["what"]]
+    data, step_1 = _chunked_gdn("h200-2026-12-02-session14-fusion4-ggml")
     padded = {
         "what": step_1[0]["what"] + " (step 2c, padded shared rows)",
         "pad": 4,
@@ -189,10 +185,7 @@ def test_chunked_gdn_table_adds_a_column_per_step_2d_chain() -> None:
     """Session 15's JSON plus step 2d rows as the program writes them after session 15 (step 2c's passes around another
     chain): one column per chain variant with its CTAs per SM, a failed check struck out, blank where a case has
     none."""
-    data = json.loads(
-        (SESSION8.parent / "h200-2026-12-02-session15-step2c-gluq8" / "chunked-gdn-standalone.json").read_text()
-    )
-    step_1 = [case for case in data["cases"] if "(step 2" not in case["what"]]
+    data, step_1 = _chunked_gdn("h200-2026-12-02-session15-step2c-gluq8")
 
     def variant(case: dict, name: str, chain_us: float, ok: bool, ctas: int) -> dict:
         what = case["what"] + f" (step 2d, {name})"
