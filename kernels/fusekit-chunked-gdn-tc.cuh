@@ -62,15 +62,36 @@ inline int64_t workspace_floats(const GdnParams & p) {
     return int64_t(p.B) * p.H_v * chunk_count(p.T) * Record::floats;
 }
 
-// Element i of key row t of value head h (tiled key heads), sequence b (q/k broadcast over sequences).
+// An element of the op's inputs (q, k, v, g, beta), which no kernel here writes. On the device it goes through the
+// read-only global path: a global load the compiler may batch ahead of the shared-memory stores it feeds, where a
+// generic load must wait for each (the prep pass's staging loops, session 16's SASS stall samples).
+FUSEKIT_GDN_HD inline float read_input(const float * x) {
+#ifdef __CUDA_ARCH__
+    return __ldg(x);
+#else
+    return *x;
+#endif
+}
+
+// Key, query and value row t of value head h (tiled key heads), sequence b (q/k broadcast over sequences), and their
+// element i.
+template <typename Out> FUSEKIT_GDN_HD inline const float * key_row(const fusekit_gdn::GdnParamsT<Out> & p, int b, int h, int t) {
+    return p.k + int64_t(b / p.rq3) * p.k_s3 + int64_t(h % p.H_k) * p.k_s1 + int64_t(t) * p.k_s2;
+}
+template <typename Out> FUSEKIT_GDN_HD inline const float * query_row(const fusekit_gdn::GdnParamsT<Out> & p, int b, int h, int t) {
+    return p.q + int64_t(b / p.rq3) * p.q_s3 + int64_t(h % p.H_k) * p.q_s1 + int64_t(t) * p.q_s2;
+}
+template <typename Out> FUSEKIT_GDN_HD inline const float * value_row(const fusekit_gdn::GdnParamsT<Out> & p, int b, int h, int t) {
+    return p.v + int64_t(b) * p.v_s3 + int64_t(h) * p.v_s1 + int64_t(t) * p.v_s2;
+}
 template <typename Out> FUSEKIT_GDN_HD inline float key_at(const fusekit_gdn::GdnParamsT<Out> & p, int b, int h, int t, int i) {
-    return p.k[int64_t(b / p.rq3) * p.k_s3 + int64_t(h % p.H_k) * p.k_s1 + int64_t(t) * p.k_s2 + i];
+    return read_input(key_row(p, b, h, t) + i);
 }
 template <typename Out> FUSEKIT_GDN_HD inline float query_at(const fusekit_gdn::GdnParamsT<Out> & p, int b, int h, int t, int i) {
-    return p.q[int64_t(b / p.rq3) * p.q_s3 + int64_t(h % p.H_k) * p.q_s1 + int64_t(t) * p.q_s2 + i];
+    return read_input(query_row(p, b, h, t) + i);
 }
 template <typename Out> FUSEKIT_GDN_HD inline float value_at(const fusekit_gdn::GdnParamsT<Out> & p, int b, int h, int t, int j) {
-    return p.v[int64_t(b) * p.v_s3 + int64_t(h) * p.v_s1 + int64_t(t) * p.v_s2 + j];
+    return read_input(value_row(p, b, h, t) + j);
 }
 template <typename Out> FUSEKIT_GDN_HD inline int64_t gate_index(const fusekit_gdn::GdnParamsT<Out> & p, int b, int h, int t) {
     return (int64_t(b) * p.T + t) * p.H_v + h;  // g and beta: [1, H_v, T, B] contiguous
@@ -203,6 +224,21 @@ void snapshot_host(const fusekit_gdn::GdnParamsT<Out> & p, int b, int h, int t0,
     }
 }
 
+// The snapshot slot of token t, if it is one of the sequence's last K, from the state S after it.
+template <typename Real, typename Out>
+void state_snapshot_host(const fusekit_gdn::GdnParamsT<Out> & p, int b, int h, int t, const Real (*S)[kS]) {
+    const int slot = p.T - 1 - t;
+    if (slot >= p.K) {
+        return;
+    }
+    Out * out = p.state_out + slot * p.state_slot_stride + (int64_t(b) * p.H_v + h) * kS * kS;
+    for (int j = 0; j < kS; ++j) {
+        for (int i = 0; i < kS; ++i) {
+            out[int64_t(j) * kS + i] = Out(S[i][j]);
+        }
+    }
+}
+
 // The chunk's outputs o_r = scale (Qe S0 + QKm U)[r] of its real tokens into dst.
 template <typename Real, typename Out>
 void chunk_outputs_host(const fusekit_gdn::GdnParamsT<Out> & p, int b, int h, int t0, int L, const Real * rec,
@@ -291,10 +327,11 @@ void chain_host(const fusekit_gdn::GdnParamsT<Out> & p, int b, int h, Real * rec
                 rec[Record::U0 + s * kS + j] = U[s][j];  // the output pass reads U where U0 was
             }
         }
-        for (int r = 0; r < L; ++r) {
+        for (int r = 0; r + 1 < L; ++r) {
             snapshot_host(p, b, h, t0, r, G, S0, U);
         }
         advance_state_host(rec, G[L - 1], S0, U);
+        state_snapshot_host(p, b, h, t0 + L - 1, S0);  // the state after the chunk's last token is the new S0
     }
 }
 
@@ -390,6 +427,7 @@ template <int Pad> struct Rows {
 #if defined(__CUDACC__)
 
 constexpr int kPrepThreads  = 256;  // 8 warps
+constexpr int kStageBatch   = 8;    // input rows per thread loaded before any is stored (prep pass staging)
 constexpr int kStateThreads = 256;
 
 namespace wmma = nvcuda::wmma;
@@ -468,15 +506,31 @@ __global__ void __launch_bounds__(kPrepThreads) chunked_gdn_tc_prep(GdnParams p,
     const int         t0 = c * kC, L = p.T - t0 < kC ? p.T - t0 : kC;
     float *           rec = records + record_index(p, b, h, c) * Record::floats;
 
-    // stage keys and queries (rows past the chunk's end are zero), g and beta
-    for (int idx = tid; idx < kC * kS; idx += nthr) {
-        const int r = idx / kS, i = idx % kS;
-        sh.k[r * LS + i]  = r < L ? key_at(p, b, h, t0 + r, i) : 0.0f;
-        sh.qb[r * LS + i] = r < L ? query_at(p, b, h, t0 + r, i) : 0.0f;
+    // stage keys and queries (rows past the chunk's end are zero), g and beta; kStageBatch rows of each per thread
+    // loaded before any is stored, so that their loads are in flight together
+    const float * k0 = key_row(p, b, h, t0);  // row r of the chunk: k0 + r * p.k_s2
+    const float * q0 = query_row(p, b, h, t0);
+    for (int idx0 = tid; idx0 < kC * kS; idx0 += kStageBatch * nthr) {
+        float kv[kStageBatch], qv[kStageBatch];
+#pragma unroll
+        for (int u = 0; u < kStageBatch; ++u) {
+            const int  idx = idx0 + u * nthr, r = idx / kS, i = idx % kS;
+            const bool real = idx < kC * kS && r < L;
+            kv[u] = real ? read_input(k0 + r * p.k_s2 + i) : 0.0f;
+            qv[u] = real ? read_input(q0 + r * p.q_s2 + i) : 0.0f;
+        }
+#pragma unroll
+        for (int u = 0; u < kStageBatch; ++u) {
+            const int idx = idx0 + u * nthr, r = idx / kS, i = idx % kS;
+            if (idx < kC * kS) {
+                sh.k[r * LS + i]  = kv[u];
+                sh.qb[r * LS + i] = qv[u];
+            }
+        }
     }
     for (int r = tid; r < kC; r += nthr) {  // every thread its own gate loads (one thread's 64 in a row took ~13 us)
-        sh.pinv[r] = r < L ? p.g[gate_index(p, b, h, t0 + r)] : 0.0f;  // g, until the solve writes P
-        sh.beta[r] = r < L ? p.beta[gate_index(p, b, h, t0 + r)] : 0.0f;
+        sh.pinv[r] = r < L ? read_input(&p.g[gate_index(p, b, h, t0 + r)]) : 0.0f;  // g, until the solve writes P
+        sh.beta[r] = r < L ? read_input(&p.beta[gate_index(p, b, h, t0 + r)]) : 0.0f;
     }
     __syncthreads();
     if (tid < 32) {  // G = inclusive prefix sum of g in float64, two tokens per lane, by warp 0 (read after the products)
@@ -506,11 +560,22 @@ __global__ void __launch_bounds__(kPrepThreads) chunked_gdn_tc_prep(GdnParams p,
         reinterpret_cast<double *>(rec + Record::G)[r] = sh.G[r];
         rec[Record::eG + r] = r < L ? float(exp(sh.G[r])) : 0.0f;
     }
-    for (int idx = tid; idx < kC * kC; idx += nthr) {
-        const int  r = idx / kC, s = idx % kC;
-        const bool real_row = r < L;
-        const float decay   = s <= r && real_row ? expf(float(sh.G[r] - sh.G[s])) : 0.0f;
-        rec[Record::QKm + idx] = decay * rec[Record::QKm + idx];
+    // QKm in place, four elements per thread at a time: a generic store may alias the next generic load, so without
+    // the batch each element's L2 round trip would wait for the one before
+    for (int idx0 = tid; idx0 < kC * kC; idx0 += 4 * nthr) {
+        float raw[4];
+#pragma unroll
+        for (int u = 0; u < 4; ++u) {
+            raw[u] = idx0 + u * nthr < kC * kC ? rec[Record::QKm + idx0 + u * nthr] : 0.0f;
+        }
+#pragma unroll
+        for (int u = 0; u < 4; ++u) {
+            const int   idx = idx0 + u * nthr, r = idx / kC, s = idx % kC;
+            const float decay = s <= r && r < L ? expf(float(sh.G[r] - sh.G[s])) : 0.0f;
+            if (idx < kC * kC) {
+                rec[Record::QKm + idx] = decay * raw[u];
+            }
+        }
     }
     for (int idx = tid; idx < kC * kS; idx += nthr) {
         const int  r = idx / kS, i = idx % kS;
@@ -538,9 +603,21 @@ __global__ void __launch_bounds__(kPrepThreads) chunked_gdn_tc_prep(GdnParams p,
         [&](int kk, int tn) { return sh.qb + kk * 8 * LS + tn * 16; }, LS,
         [&](int tm, int tn, FragAcc & acc) { wmma::store_matrix_sync(rec + Record::W + tm * 16 * kS + tn * 16, acc, kS, wmma::mem_row_major); });
     __syncthreads();
-    for (int idx = tid; idx < kC * kS; idx += nthr) {
-        const int r = idx / kS, j = idx % kS;
-        sh.qb[r * LS + j] = r < L ? sh.beta[r] * sabotage_factor(sh, r, sabotage) * value_at(p, b, h, t0 + r, j) : 0.0f;
+    const float * v0 = value_row(p, b, h, t0);
+    for (int idx0 = tid; idx0 < kC * kS; idx0 += kStageBatch * nthr) {  // values, batched as the keys above
+        float vv[kStageBatch];
+#pragma unroll
+        for (int u = 0; u < kStageBatch; ++u) {
+            const int idx = idx0 + u * nthr, r = idx / kS, j = idx % kS;
+            vv[u]         = idx < kC * kS && r < L ? read_input(v0 + r * p.v_s2 + j) : 0.0f;
+        }
+#pragma unroll
+        for (int u = 0; u < kStageBatch; ++u) {
+            const int idx = idx0 + u * nthr, r = idx / kS, j = idx % kS;
+            if (idx < kC * kS) {
+                sh.qb[r * LS + j] = r < L ? sh.beta[r] * sabotage_factor(sh, r, sabotage) * vv[u] : 0.0f;
+            }
+        }
     }
     __syncthreads();
     // U0 = P (diag(beta f) V)
@@ -590,13 +667,13 @@ template <int N> __device__ inline void store_state_tiles(float * s0, int ld, co
     }
 }
 
-// The snapshot slots among the chunk's tokens (the sequence's last K), from S0 and U (rows ld apart) in fp32; G: the
-// record's.
+// The snapshot slots among the chunk's first rows tokens (the sequence's last K), from S0 and U (rows ld apart) in
+// fp32, 64 terms per element at most; G: the record's.
 template <int N>
-__device__ inline void write_snapshot_slices(const GdnParams & p, int b, int h, int j0, int t0, int L, const double * G,
-                                             const float * s0, const float * u, int ld) {
+__device__ inline void write_snapshot_slices(const GdnParams & p, int b, int h, int j0, int t0, int rows,
+                                             const double * G, const float * s0, const float * u, int ld) {
     const int tid = int(threadIdx.x), nthr = int(blockDim.x);
-    for (int r = 0; r < L; ++r) {
+    for (int r = 0; r < rows; ++r) {
         const int slot = p.T - 1 - (t0 + r);
         if (slot >= p.K) {
             continue;
@@ -610,6 +687,18 @@ __device__ inline void write_snapshot_slices(const GdnParams & p, int b, int h, 
             }
             out[idx] = x;
         }
+    }
+}
+
+// Snapshot slot `slot` (< p.K) of the slice's N value columns from a state S[i][jj] in shared memory (rows ld apart):
+// the chain's copy of the state after a chunk's last token, which it has just computed as the next chunk's S0.
+template <int N>
+__device__ inline void write_state_snapshot(const GdnParams & p, int b, int h, int j0, int slot, const float * s,
+                                            int ld) {
+    float * out = p.state_out + slot * p.state_slot_stride + (int64_t(b) * p.H_v + h) * kS * kS + int64_t(j0) * kS;
+    for (int idx = int(threadIdx.x); idx < N * kS; idx += int(blockDim.x)) {
+        const int jj = idx / kS, i = idx % kS;
+        out[idx]     = s[i * ld + jj];
     }
 }
 
@@ -744,6 +833,7 @@ __global__ void __launch_bounds__(Threads) chunked_gdn_tc_chain(GdnParams p, flo
         float *        rec = records + record_index(p, b, h, c) * Record::floats;
         const double * G   = reinterpret_cast<const double *>(rec + Record::G);
         const int      t0 = c * kC, L = p.T - t0 < kC ? p.T - t0 : kC;
+        const float    decay = rec[Record::eG + L - 1];  // float(e^{G_last}) from the prep pass, loaded early
 
         // the chunk-start state for the output pass; U = U0 - W S0
         float * st = states + record_index(p, b, h, c) * kS * kS + j0;
@@ -765,15 +855,20 @@ __global__ void __launch_bounds__(Threads) chunked_gdn_tc_chain(GdnParams p, flo
 
         // the new state's tiles, held in registers until every warp is done reading S0 and U
         FragAcc next[state_tiles_per_warp<N>()];
-        next_state_tiles<N>(sh.kend[buf], LS, sh.s0, sh.u, LN, float(exp(G[L - 1])), next);
-        // U over the record's U0 (this slice's columns), and the snapshot slots of the sequence's last K tokens
+        next_state_tiles<N>(sh.kend[buf], LS, sh.s0, sh.u, LN, decay, next);
+        // U over the record's U0 (this slice's columns), and the snapshot slots of the sequence's last K tokens but
+        // the chunk's last, which is the new state (copied below)
         for (int idx = tid; idx < kC * N; idx += nthr) {
             const int s = idx / N, jj = idx % N;
             rec[Record::U0 + s * kS + j0 + jj] = sh.u[s * LN + jj];
         }
-        write_snapshot_slices<N>(p, b, h, j0, t0, L, G, sh.s0, sh.u, LN);
+        write_snapshot_slices<N>(p, b, h, j0, t0, L - 1, G, sh.s0, sh.u, LN);
         __syncthreads();  // S0, U and buffer buf are read; the new state replaces S0
         store_state_tiles<N>(sh.s0, LN, next);
+        if (const int last_slot = p.T - t0 - L; last_slot < p.K) {  // the same for every thread of the CTA
+            __syncthreads();
+            write_state_snapshot<N>(p, b, h, j0, last_slot, sh.s0, LN);
+        }
     }
 #endif
 }
