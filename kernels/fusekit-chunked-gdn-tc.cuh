@@ -668,24 +668,38 @@ template <int N> __device__ inline void store_state_tiles(float * s0, int ld, co
 }
 
 // The snapshot slots among the chunk's first rows tokens (the sequence's last K), from S0 and U (rows ld apart) in
-// fp32, 64 terms per element at most; G: the record's.
-template <int N>
+// fp32, 64 terms per element at most; G: the record's. Each of the Threads threads (the block's size) holds its
+// N kS / Threads elements in registers and walks the terms s once for all of them: the decay e^{G_r - G_s} and the
+// key row's element are loaded once per term, not once per element, and each element's sum keeps its order.
+template <int N, int Threads>
 __device__ inline void write_snapshot_slices(const GdnParams & p, int b, int h, int j0, int t0, int rows,
                                              const double * G, const float * s0, const float * u, int ld) {
-    const int tid = int(threadIdx.x), nthr = int(blockDim.x);
+    static_assert(N * kS % Threads == 0 && Threads % kS == 0, "whole elements per thread, one key column each");
+    constexpr int kPerThread = N * kS / Threads;
+    const int     tid = int(threadIdx.x), i = tid % kS;  // element e: idx = tid + e Threads, jj = idx / kS
+    const float * k0  = key_row(p, b, h, t0);
     for (int r = 0; r < rows; ++r) {
         const int slot = p.T - 1 - (t0 + r);
         if (slot >= p.K) {
             continue;
         }
-        float * out = p.state_out + slot * p.state_slot_stride + (int64_t(b) * p.H_v + h) * kS * kS + int64_t(j0) * kS;
-        for (int idx = tid; idx < N * kS; idx += nthr) {
-            const int jj = idx / kS, i = idx % kS;
-            float     x  = float(exp(G[r])) * s0[i * ld + jj];
-            for (int s = 0; s <= r; ++s) {
-                x += expf(float(G[r] - G[s])) * key_at(p, b, h, t0 + s, i) * u[s * ld + jj];
+        float *     out = p.state_out + slot * p.state_slot_stride + (int64_t(b) * p.H_v + h) * kS * kS + int64_t(j0) * kS;
+        const float e_r = float(exp(G[r]));
+        float       x[kPerThread];
+#pragma unroll
+        for (int e = 0; e < kPerThread; ++e) {
+            x[e] = e_r * s0[i * ld + (tid + e * Threads) / kS];
+        }
+        for (int s = 0; s <= r; ++s) {
+            const float decay_key = expf(float(G[r] - G[s])) * read_input(k0 + s * p.k_s2 + i);
+#pragma unroll
+            for (int e = 0; e < kPerThread; ++e) {
+                x[e] += decay_key * u[s * ld + (tid + e * Threads) / kS];
             }
-            out[idx] = x;
+        }
+#pragma unroll
+        for (int e = 0; e < kPerThread; ++e) {
+            out[tid + e * Threads] = x[e];
         }
     }
 }
@@ -761,7 +775,7 @@ __global__ void __launch_bounds__(kStateThreads) chunked_gdn_tc_state(GdnParams 
             const float o = sh.qs[idx] + sh.qku[idx];
             p.dst[((int64_t(b) * p.T + t0 + r) * p.H_v + h) * kS + j0 + jj] = o * p.scale;
         }
-        write_snapshot_slices<N>(p, b, h, j0, t0, L, G, sh.s0, sh.u, N);
+        write_snapshot_slices<N, kStateThreads>(p, b, h, j0, t0, L, G, sh.s0, sh.u, N);
         __syncthreads();  // S0 and U are read above; now the new state replaces S0
         store_state_tiles<N>(sh.s0, N, next);
         __syncthreads();
@@ -862,7 +876,7 @@ __global__ void __launch_bounds__(Threads) chunked_gdn_tc_chain(GdnParams p, flo
             const int s = idx / N, jj = idx % N;
             rec[Record::U0 + s * kS + j0 + jj] = sh.u[s * LN + jj];
         }
-        write_snapshot_slices<N>(p, b, h, j0, t0, L - 1, G, sh.s0, sh.u, LN);
+        write_snapshot_slices<N, Threads>(p, b, h, j0, t0, L - 1, G, sh.s0, sh.u, LN);
         __syncthreads();  // S0, U and buffer buf are read; the new state replaces S0
         store_state_tiles<N>(sh.s0, LN, next);
         if (const int last_slot = p.T - t0 - L; last_slot < p.K) {  // the same for every thread of the CTA
