@@ -1,5 +1,5 @@
-"""Timing tables from the standalone kernel programs' JSON (q8-gemv, moe-router, chunked-gdn), for the session
-report.
+"""Timing tables from the standalone kernel programs' JSON (q8-gemv, moe-router, chunked-gdn, and fla's chunked
+gated delta rule as fusion-4's reference), for the session report.
 Pure data to table: the report reads the files (evals/session_report.py).
 
 The programs time every experiment of a kernel on the same data in one process; these tables set the
@@ -195,9 +195,31 @@ def chunked_gdn_table(source: str, data: dict[str, Any]) -> TimingTable | None:
     return TimingTable(source, caption, headers, rows)
 
 
+def fla_gdn_table(source: str, data: dict[str, Any]) -> TimingTable | None:
+    """flash-linear-attention's chunk_gated_delta_rule at the same shapes on the same host (scripts/fla_gdn_timing.py):
+    per prompt length and dtype, the median and range of its CUDA-graph replays, or the error it raised."""
+    cases = data.get("cases", [])
+    if not cases:
+        return None
+    rows = []
+    for case in cases:
+        if "median_us" in case:
+            timed = [f"{case['median_us']:.1f}", f"{case['min_us']:.1f}-{case['max_us']:.1f}", case.get("replays", "")]
+            rows.append([case["T"], case["dtype"], *timed, "yes" if case.get("finite") else "**no**"])
+        else:
+            rows.append([case["T"], case["dtype"], "—", "—", "", f"error: {case.get('error', '?')}"])
+    caption = (
+        f"flash-linear-attention's `chunk_gated_delta_rule` (fla-core {data.get('fla_core', '?')}, Triton "
+        f"{data.get('triton', '?')}, torch {data.get('torch', '?')}) on {data.get('device', '?')}, one sequence at the "
+        f"35B layer's shapes, issue #10's reference; {data.get('timing', '')}"
+    )
+    return TimingTable(source, caption, ["T", "dtype", "median µs", "range µs", "replays", "outputs finite"], rows)
+
+
 # Which program's JSON (its file name in a session folder) makes which table; sabotage runs are not timings.
 TABLE_MAKERS: dict[str, Callable[[str, dict[str, Any]], TimingTable | None]] = {
     "q8-gemv-standalone.json": q8_gemv_table,
     "moe-router-standalone.json": moe_router_table,
     "chunked-gdn-standalone.json": chunked_gdn_table,
+    "fla-gdn-reference.json": fla_gdn_table,
 }

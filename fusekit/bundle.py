@@ -30,6 +30,9 @@ from .workspace import STOCK_BRANCH, Workspace
 
 # Missing on the GPU image (see shared/gpu-host/H200.md); versions fixed so a bundle is reproducible.
 DEPENDENCY_WHEELS = ("gitpython==3.1.45", "gitdb==4.0.12", "smmap==5.0.2", "cffi==2.0.0", "pycparser==2.23")
+# Not fusekit's: issue #10's reference for fusion-4, flash-linear-attention's chunked kernel, which the session's
+# kernels step times on the host's torch and triton (scripts/fla_gdn_timing.py). Pure Python, about 1.2 MB.
+REFERENCE_WHEELS = ("fla-core==0.6.0", "einops==0.8.2")
 PLATFORMS = ("manylinux2014_x86_64", "manylinux_2_17_x86_64", "manylinux_2_28_x86_64")
 PIP_PLATFORM = ("--python-version", "3.12", "--implementation", "cp", "--abi", "cp312")
 PIP_PLATFORM += tuple(arg for p in PLATFORMS for arg in ("--platform", p))
@@ -112,13 +115,13 @@ def write_slim_tarball(ws: Workspace, out: Path) -> Path:
 
 
 def download_wheels(dest: Path, wheel_cache: Path | None) -> list[Path]:
-    """Dependency wheels for cp312 manylinux, from ``wheel_cache`` if it has them, else from PyPI via pip."""
+    """Dependency and reference wheels for cp312 manylinux, from ``wheel_cache`` if it has them, else from PyPI."""
     dest.mkdir(parents=True, exist_ok=True)
     cmd = [sys.executable, "-m", "pip", "download", "-q", "--no-deps", "--only-binary=:all:", *PIP_PLATFORM]
     cmd += ["-d", str(dest)]
     if wheel_cache:
         cmd += ["--no-index", "--find-links", str(wheel_cache)]
-    done = subprocess.run([*cmd, *DEPENDENCY_WHEELS], capture_output=True, text=True)
+    done = subprocess.run([*cmd, *DEPENDENCY_WHEELS, *REFERENCE_WHEELS], capture_output=True, text=True)
     if done.returncode != 0:
         raise FusekitError(
             "pip could not fetch the dependency wheels (no network? pass --wheels DIR holding them)",

@@ -197,6 +197,23 @@ ncu_chunked_gdn() {
     2>>"$B/logs/ncu-chunked-gdn.log" | gzip -c >"$B/results/ncu-chunked-gdn-sass.csv.gz" || tail -n 5 "$B/logs/ncu-chunked-gdn.log"
 }
 
+# flash-linear-attention's chunk_gated_delta_rule at the same shapes on the same host, in the same run (issue #10's
+# reference, CUDA-graph replay): fla-core and einops from the bundle's wheels into a private folder, beside the host's
+# torch and triton; where it cannot run, one logged line and the step goes on
+fla_reference() {
+  local bundle=${BUNDLE:-$REPO/.bundle} site=$B/fla-site wheels
+  wheels=$(ls "$bundle"/whl/fla_core-*.whl "$bundle"/whl/einops-*.whl 2>/dev/null || true)
+  if [[ $(wc -w <<<"$wheels") -ne 2 ]]; then
+    echo "fla: the bundle lacks the fla-core or einops wheel" | tee "$B/logs/fla-gdn.log"
+    return 0
+  fi
+  # shellcheck disable=SC2086
+  python3 -m pip install -q --no-index --no-deps --no-compile --target "$site" $wheels >"$B/logs/fla-gdn.log" 2>&1 \
+    || { tail -n 3 "$B/logs/fla-gdn.log"; return 0; }
+  PYTHONPATH="$site${PYTHONPATH:+:$PYTHONPATH}" timeout 300 python3 "$REPO/scripts/fla_gdn_timing.py" \
+    --json "$B/results/fla-gdn-reference.json" 2>&1 | tee -a "$B/logs/fla-gdn.log" || true
+}
+
 case "$STEP" in
   run)  # start the whole session detached; poll and pack follow
     if [[ -f "$B/logs/session.pid" ]] && kill -0 "$(cat "$B/logs/session.pid")" 2>/dev/null; then
@@ -364,8 +381,8 @@ case "$STEP" in
   pack)
     session_pack "${3:?output folder}"
     ;;
-  kernels)  # standalone kernels not (yet) in the stack: fusion-4 step 1, the conv window of fusion-2-conv-window;
-    # check, sabotage, timing of each
+  kernels)  # standalone kernels not (yet) in the stack: fusion-4's passes, the conv window of fusion-2-conv-window;
+    # check, sabotage, timing of each; then fla's chunked kernel at fusion-4's shapes (its reference)
     use_fusekit
     smi kernels
     for program in chunked_gdn conv_window; do
@@ -377,6 +394,7 @@ case "$STEP" in
         | tee "$B/logs/$name-sabotage.log" || true
       if [[ $program == chunked_gdn ]]; then ncu_chunked_gdn "$B/bin/${program}_check"; fi
     done
+    fla_reference
     smi kernels
     ;;
   variants)  # what start builds besides stock

@@ -75,7 +75,7 @@ def test_bundle_is_small_and_run_sh_installs_fusekit(pinned_home: Path, tmp_path
         raise
     assert int(info["bytes"]) < SIZE_LIMIT  # type: ignore[call-overload]
     wheels = " ".join(info["files"])  # type: ignore[arg-type]
-    for name in ("gitpython", "gitdb", "smmap", "cffi", "pycparser", "fusekit"):
+    for name in ("gitpython", "gitdb", "smmap", "cffi", "pycparser", "fusekit", "fla_core", "einops"):
         assert f"whl/{name}-" in wheels
     site = tmp_path / "site"
     env = {**os.environ, "FUSEKIT_SITE": str(site), "PYTHON": sys.executable}

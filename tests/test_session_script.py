@@ -260,3 +260,42 @@ def test_eval_decode_runs_decode_only_in_many_short_rounds(tmp_path: Path) -> No
         assert args[args.index("-p") + 1] == "0" and args[args.index("--rounds") + 1] == rounds
         assert args[args.index("-r") + 1] == reps and "--no-text" in args
         assert not {"--ppl", "--kl"} & set(args)
+
+
+def _stub_bin(stub: Path, name: str, body: str) -> None:
+    stub.mkdir(exist_ok=True)
+    (stub / name).write_text(f"#!/usr/bin/env bash\n{body}")
+    (stub / name).chmod(0o755)
+
+
+def test_kernels_step_times_fla_from_the_bundles_wheels(tmp_path: Path) -> None:
+    """Issue #10 wants fla's chunked kernel timed on the same host in the same run: the kernels step installs fla-core
+    and einops from the bundle into a private folder and runs scripts/fla_gdn_timing.py with it on the path."""
+    stub, record, batch, bundle = tmp_path / "stub", tmp_path / "calls.txt", tmp_path / "b", tmp_path / "bundle"
+    real = subprocess.run(["bash", "-c", "command -v python3"], capture_output=True, text=True).stdout.strip()
+    _stub_bin(stub, "nvcc", "exit 1\n")  # the standalone programs need CUDA: skipped, as on a host without nvcc
+    _stub_bin(
+        stub,
+        "python3",
+        f'if [[ "$1" == -m || "$1" == *fla_gdn_timing.py ]]; then\n'
+        f'  echo "PYTHONPATH=$PYTHONPATH $*" >>"{record}"; exit 0\n'
+        f'fi\nexec "{real}" "$@"\n',
+    )
+    (bundle / "whl").mkdir(parents=True)
+    for wheel in ("fla_core-0.6.0-py3-none-any.whl", "einops-0.8.2-py3-none-any.whl"):
+        (bundle / "whl" / wheel).write_bytes(b"")
+    (batch / "bin").mkdir(parents=True)
+    env = {"FUSEKIT_HOME": str(tmp_path), "NCU": "/none", "BUNDLE": str(bundle), "PATH": f"{stub}:{os.environ['PATH']}"}
+    done = _run(batch, "kernels", env)
+    assert done.returncode == 0, done.stderr
+    install, timing = record.read_text().splitlines()
+    assert "-m pip install" in install and "--no-index" in install and f"--target {batch}/fla-site" in install
+    assert "fla_core-0.6.0" in install and "einops-0.8.2" in install
+    assert timing.startswith(f"PYTHONPATH={batch}/fla-site") and "scripts/fla_gdn_timing.py" in timing
+    assert f"--json {batch}/results/fla-gdn-reference.json" in timing
+
+    record.unlink()
+    (bundle / "whl" / "einops-0.8.2-py3-none-any.whl").unlink()
+    done = _run(batch, "kernels", env)
+    assert done.returncode == 0 and not record.exists()
+    assert "lacks the fla-core or einops wheel" in (batch / "logs" / "fla-gdn.log").read_text()
