@@ -678,11 +678,11 @@ __device__ inline void write_snapshot_slices(const GdnParams & p, int b, int h, 
     constexpr int kPerThread = N * kS / Threads;
     const int     tid = int(threadIdx.x), i = tid % kS;  // element e: idx = tid + e Threads, jj = idx / kS
     const float * k0  = key_row(p, b, h, t0);
-    for (int r = 0; r < rows; ++r) {
-        const int slot = p.T - 1 - (t0 + r);
-        if (slot >= p.K) {
-            continue;
-        }
+    // from the first row among the sequence's last K tokens: a loop over all rows that skipped the others took a
+    // quarter of the chain's stall samples (session 16b), one branch per row and chunk
+    const int     first = p.T - t0 - p.K;
+    for (int r = first > 0 ? first : 0; r < rows; ++r) {
+        const int   slot = p.T - 1 - (t0 + r);  // < p.K
         float *     out = p.state_out + slot * p.state_slot_stride + (int64_t(b) * p.H_v + h) * kS * kS + int64_t(j0) * kS;
         const float e_r = float(exp(G[r]));
         float       x[kPerThread];
