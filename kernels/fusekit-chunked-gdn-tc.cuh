@@ -827,10 +827,24 @@ __global__ void __launch_bounds__(Threads) chunked_gdn_tc_chain(GdnParams p, flo
     if constexpr (Buffers == 2) {
         stage(0, 0);
     }
-    const float * s_in = p.state + (int64_t(b) * p.H_v + h) * kS * kS;
-    for (int idx = tid; idx < kS * N; idx += nthr) {
-        const int i = idx / N, jj = idx % N;
-        sh.s0[i * LN + jj] = s_in[int64_t(j0 + jj) * kS + i];
+    // the slice's initial state, transposed (state[j kS + i] = S[i][j]): consecutive threads read consecutive i
+    // (coalesced), kStageBatch elements each in flight before any is stored (step 3b; the chain's first chunk waits
+    // for it)
+    const float * s_in = p.state + (int64_t(b) * p.H_v + h) * kS * kS + int64_t(j0) * kS;
+    for (int idx0 = tid; idx0 < kS * N; idx0 += kStageBatch * nthr) {
+        float s[kStageBatch];
+#pragma unroll
+        for (int e = 0; e < kStageBatch; ++e) {
+            const int idx = idx0 + e * nthr;
+            s[e]          = idx < kS * N ? read_input(s_in + idx) : 0.0f;  // idx = jj kS + i
+        }
+#pragma unroll
+        for (int e = 0; e < kStageBatch; ++e) {
+            const int idx = idx0 + e * nthr;
+            if (idx < kS * N) {
+                sh.s0[(idx % kS) * LN + idx / kS] = s[e];
+            }
+        }
     }
     for (int c = 0; c < chunks; ++c) {
         const int buf = c % Buffers;
