@@ -437,6 +437,14 @@ using FragB    = wmma::fragment<wmma::matrix_b, 16, 16, 8, wmma::precision::tf32
 using FragBt   = wmma::fragment<wmma::matrix_b, 16, 16, 8, wmma::precision::tf32, wmma::col_major>;
 using FragAcc  = wmma::fragment<wmma::accumulator, 16, 16, 8, float>;
 
+__device__ inline float tf32(float x) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+    return wmma::__float_to_tf32(x);
+#else
+    return x;
+#endif
+}
+
 template <typename Frag> __device__ inline void to_tf32(Frag & f) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
     for (int e = 0; e < f.num_elements; ++e) {
@@ -447,7 +455,9 @@ template <typename Frag> __device__ inline void to_tf32(Frag & f) {
 
 // out (M x N tile grid of 16 x 16, row-major, ld ldo) = a (M x K, layout of FA) * b (K x N, layout of FB),
 // the tiles dealt to the CTA's warps in turn. a_at(tm, kk) / b_at(kk, tn): pointers of the 16 x 8 / 8 x 16 blocks.
-template <typename FA, typename FB, typename APtr, typename BPtr, typename Store>
+// RoundA false: a is stored in TF32 already (the prep pass's W), so its fragments skip the conversion (the same
+// values: rounding to TF32 is idempotent).
+template <typename FA, typename FB, bool RoundA = true, typename APtr, typename BPtr, typename Store>
 __device__ inline void tile_products(int tiles_m, int tiles_n, int k_steps, APtr a_at, int lda, BPtr b_at, int ldb,
                                      Store store) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
@@ -461,7 +471,9 @@ __device__ inline void tile_products(int tiles_m, int tiles_n, int k_steps, APtr
             FB bf;
             wmma::load_matrix_sync(a, a_at(tm, kk), lda);
             wmma::load_matrix_sync(bf, b_at(kk, tn), ldb);
-            to_tf32(a);
+            if constexpr (RoundA) {
+                to_tf32(a);
+            }
             to_tf32(bf);
             wmma::mma_sync(acc, a, bf, acc);
         }
@@ -581,7 +593,9 @@ __global__ void __launch_bounds__(kPrepThreads) chunked_gdn_tc_prep(GdnParams p,
         const int  r = idx / kS, i = idx % kS;
         const bool real_row = r < L;
         rec[Record::Qe + idx]   = real_row ? expf(float(sh.G[r])) * sh.qb[r * LS + i] : 0.0f;
-        rec[Record::Kend + idx] = real_row ? expf(float(sh.G[L - 1] - sh.G[r])) * sh.k[r * LS + i] : 0.0f;
+        // Kend and W (below) are only ever A operands of TF32 products: stored rounded, so that the state passes
+        // load them without converting every fragment (step 3b; the products' values are unchanged)
+        rec[Record::Kend + idx] = real_row ? tf32(expf(float(sh.G[L - 1] - sh.G[r])) * sh.k[r * LS + i]) : 0.0f;
     }
     for (int idx = tid; idx < kC * kC; idx += nthr) {
         const int s = idx / kC, m = idx % kC;
@@ -601,7 +615,10 @@ __global__ void __launch_bounds__(kPrepThreads) chunked_gdn_tc_prep(GdnParams p,
     tile_products<FragA, FragB>(
         4, kS / 16, kC / 8, [&](int tm, int kk) { return sh.pinv + tm * 16 * LC + kk * 8; }, LC,
         [&](int kk, int tn) { return sh.qb + kk * 8 * LS + tn * 16; }, LS,
-        [&](int tm, int tn, FragAcc & acc) { wmma::store_matrix_sync(rec + Record::W + tm * 16 * kS + tn * 16, acc, kS, wmma::mem_row_major); });
+        [&](int tm, int tn, FragAcc & acc) {
+            to_tf32(acc);
+            wmma::store_matrix_sync(rec + Record::W + tm * 16 * kS + tn * 16, acc, kS, wmma::mem_row_major);
+        });
     __syncthreads();
     const float * v0 = value_row(p, b, h, t0);
     for (int idx0 = tid; idx0 < kC * kS; idx0 += kStageBatch * nthr) {  // values, batched as the keys above
@@ -646,11 +663,10 @@ __device__ inline void next_state_tiles(const float * kend, int ld_kend, const f
             next[n].x[e] *= decay;
         }
         for (int kk = 0; kk < kC / 8; ++kk) {
-            FragAt a;  // Kend^T: Kend's rows read as a column-major [kS][kC]
+            FragAt a;  // Kend^T: Kend's rows read as a column-major [kS][kC], stored in TF32 by the prep pass
             FragB  bf;
             wmma::load_matrix_sync(a, kend + kk * 8 * ld_kend + tm * 16, ld_kend);
             wmma::load_matrix_sync(bf, u + kk * 8 * ld + tn * 16, ld);
-            to_tf32(a);
             to_tf32(bf);
             wmma::mma_sync(next[n], a, bf, next[n]);
         }
@@ -744,7 +760,7 @@ __global__ void __launch_bounds__(kStateThreads) chunked_gdn_tc_state(GdnParams 
         const int      t0 = c * kC, L = p.T - t0 < kC ? p.T - t0 : kC;
 
         // U = U0 - W S0 and Qe S0 (the same B operand, S0)
-        tile_products<FragA, FragB>(
+        tile_products<FragA, FragB, false>(
             4, N / 16, kS / 8, [&](int tm, int kk) { return rec + Record::W + tm * 16 * kS + kk * 8; }, kS,
             [&](int kk, int tn) { return sh.s0 + kk * 8 * N + tn * 16; }, N, [&](int tm, int tn, FragAcc & ws) {
                 FragAcc u0;
@@ -869,7 +885,7 @@ __global__ void __launch_bounds__(Threads) chunked_gdn_tc_chain(GdnParams p, flo
             const int i = idx / N, jj = idx % N;
             st[i * kS + jj] = sh.s0[i * LN + jj];
         }
-        tile_products<FragA, FragB>(
+        tile_products<FragA, FragB, false>(
             4, N / 16, kS / 8, [&](int tm, int kk) { return sh.w[buf] + tm * 16 * LS + kk * 8; }, LS,
             [&](int kk, int tn) { return sh.s0 + kk * 8 * LN + tn * 16; }, LN, [&](int tm, int tn, FragAcc & ws) {
                 FragAcc u0;
