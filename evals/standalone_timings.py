@@ -1,5 +1,5 @@
-"""Timing tables from the standalone kernel programs' JSON (q8-gemv, moe-router, chunked-gdn, and fla's chunked
-gated delta rule as fusion-4's reference), for the session report.
+"""Timing tables from the standalone kernel programs' JSON (q8-gemv, moe-router, chunked-gdn, glu-handoff, and fla's
+chunked gated delta rule as fusion-4's reference), for the session report.
 Pure data to table: the report reads the files (evals/session_report.py).
 
 The programs time every experiment of a kernel on the same data in one process; these tables set the
@@ -216,10 +216,38 @@ def fla_gdn_table(source: str, data: dict[str, Any]) -> TimingTable | None:
     return TimingTable(source, caption, ["T", "dtype", "median µs", "range µs", "replays", "outputs finite"], rows)
 
 
+def glu_handoff_table(source: str, data: dict[str, Any]) -> TimingTable | None:
+    """The GLU GEMV's q8_1 hand-offs (kernels/glu_handoff_check.cu): per variant its rows per CTA, cluster size, µs per
+    evaluation under CUDA-graph replay, and what it adds to the GEMV alone; a failed check strikes its time out."""
+    variants = data.get("variants", [])
+    if not variants:
+        return None
+    alone = next((v for v in variants if "median_us" in v and v.get("cluster") == 1 and "ok_q" not in v), None)
+    rows = []
+    for v in variants:
+        if "median_us" not in v:
+            rows.append([v["name"], v["rows_per_cta"], v["cluster"], "not launchable", "", ""])
+            continue
+        ok = v.get("ok_y", False) and v.get("ok_q", True)
+        added = f"{v['median_us'] - alone['median_us']:+.2f}" if alone is not None and v is not alone else ""
+        checks = "y ok" if v.get("ok_y") else "**y wrong**"
+        if "ok_q" in v:
+            checks += ", q8_1 ok" if v["ok_q"] else f", **{v['bad_blocks']} q8_1 blocks wrong**"
+        rows.append([v["name"], v["rows_per_cta"], v["cluster"], _us({"us": v["median_us"], "ok": ok}), added, checks])
+    caption = (
+        f"µs per evaluation of a one-token GLU GEMV over {data.get('rows', '?')} rows of {data.get('k', '?')} (half "
+        "weights) and the q8_1 copy of its output, each way of handing the rows to the quantize; CUDA graphs of "
+        f"{data.get('reps_per_graph', '?')} evaluations replayed, weights rotating past L2 (issue #7)"
+    )
+    headers = ["variant", "rows per CTA", "cluster", "µs", "over the GEMV alone", "checks"]
+    return TimingTable(source, caption, headers, rows)
+
+
 # Which program's JSON (its file name in a session folder) makes which table; sabotage runs are not timings.
 TABLE_MAKERS: dict[str, Callable[[str, dict[str, Any]], TimingTable | None]] = {
     "q8-gemv-standalone.json": q8_gemv_table,
     "moe-router-standalone.json": moe_router_table,
     "chunked-gdn-standalone.json": chunked_gdn_table,
     "fla-gdn-reference.json": fla_gdn_table,
+    "glu-handoff-standalone.json": glu_handoff_table,
 }

@@ -381,11 +381,12 @@ case "$STEP" in
   pack)
     session_pack "${3:?output folder}"
     ;;
-  kernels)  # standalone kernels not (yet) in the stack: fusion-4's passes, the conv window of fusion-2-conv-window;
-    # check, sabotage, timing of each; then fla's chunked kernel at fusion-4's shapes (its reference)
+  kernels)  # standalone kernels not (yet) in the stack: fusion-4's passes, the conv window of fusion-2-conv-window,
+    # the GLU output's q8_1 hand-offs (#7); check, sabotage, timing of each; then fla's chunked kernel at fusion-4's
+    # shapes (its reference)
     use_fusekit
     smi kernels
-    for program in chunked_gdn conv_window; do
+    for program in chunked_gdn conv_window glu_handoff; do
       name=${program//_/-}
       nvcc -O3 -std=c++17 -arch=sm_90 -lineinfo -I"$REPO/kernels" -o "$B/bin/${program}_check" "$REPO/kernels/${program}_check.cu" \
         >"$B/logs/nvcc-$name.log" 2>&1 || { tail -n 20 "$B/logs/nvcc-$name.log"; continue; }

@@ -8,7 +8,13 @@ from pathlib import Path
 import pytest
 
 from evals.session_report import render_session
-from evals.standalone_timings import chunked_gdn_table, moe_router_table, q8_gemv_table
+from evals.standalone_timings import (
+    TABLE_MAKERS,
+    chunked_gdn_table,
+    glu_handoff_table,
+    moe_router_table,
+    q8_gemv_table,
+)
 from fusekit.errors import FusekitError
 
 SESSION8 = Path(__file__).resolve().parent.parent / "results" / "h200-2026-12-01-session8-standalone"
@@ -208,3 +214,35 @@ def test_chunked_gdn_table_adds_a_column_per_step_2d_chain() -> None:
     assert "step 2d" in table.caption
     plain = chunked_gdn_table("chunked-gdn-standalone.json", data)
     assert plain is not None and not any("step 2d" in header for header in plain.headers)
+
+
+def test_glu_handoff_table_sets_each_hand_off_against_the_gemv_alone() -> None:
+    """The shape kernels/glu_handoff_check.cu writes: the GEMV alone first, a cluster variant the device could not
+    launch, and one whose q8_1 blocks came out wrong (its time struck out, never read as a result)."""
+    data = {
+        "device": "NVIDIA H200",
+        "sabotage": False,
+        "rows": 4096,
+        "k": 2048,
+        "reps_per_graph": 20,
+        "variants": [
+            {"name": "GEMV alone (no q8_1 copy)", "rows_per_cta": 2, "cluster": 1, "launchable": True,
+             "err_y": 3e-7, "ok_y": True, "median_us": 9.5, "batches_us": [9.5]},
+            {"name": "separate: GEMV, then quantize", "rows_per_cta": 2, "cluster": 1, "launchable": True,
+             "err_y": 3e-7, "ok_y": True, "bad_blocks": 0, "ok_q": True, "median_us": 11.25, "batches_us": [11.25]},
+            {"name": "cluster of 16 CTAs of 2 rows", "rows_per_cta": 2, "cluster": 16, "launchable": False},
+            {"name": "cluster of 8 CTAs of 4 rows", "rows_per_cta": 4, "cluster": 8, "launchable": True,
+             "err_y": 3e-7, "ok_y": True, "bad_blocks": 3, "ok_q": False, "median_us": 10.0, "batches_us": [10.0]},
+        ],
+        "checks": 5,
+        "failures": 1,
+    }  # fmt: skip
+    assert TABLE_MAKERS["glu-handoff-standalone.json"] is glu_handoff_table
+    table = glu_handoff_table("glu-handoff-standalone.json", data)
+    assert table is not None and "4096 rows of 2048" in table.caption
+    rows = {row[0]: row for row in table.rows}
+    assert rows["GEMV alone (no q8_1 copy)"][3:] == ["9.50", "", "y ok"]
+    assert rows["separate: GEMV, then quantize"][3:] == ["11.25", "+1.75", "y ok, q8_1 ok"]
+    assert rows["cluster of 16 CTAs of 2 rows"][3] == "not launchable"
+    assert rows["cluster of 8 CTAs of 4 rows"][3:] == ["~~10.00~~", "+0.50", "y ok, **3 q8_1 blocks wrong**"]
+    assert glu_handoff_table("glu-handoff-standalone.json", {"variants": []}) is None
