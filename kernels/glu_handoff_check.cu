@@ -55,6 +55,7 @@ __device__ void glu_rows(Weights w, const float * x, int row0, int sabotage, flo
     __shared__ float part[kWarps][RPC][2];
     const int        tid = int(threadIdx.x), lane = tid % 32, warp = tid / 32;
     float            acc[RPC][2];
+#pragma unroll
     for (int j = 0; j < RPC; ++j) {
         acc[j][0] = acc[j][1] = 0.0f;
     }
@@ -63,20 +64,23 @@ __device__ void glu_rows(Weights w, const float * x, int row0, int sabotage, flo
         const int    chunk = tid + c * kThreads;
         const float4 xa = reinterpret_cast<const float4 *>(x)[2 * chunk];
         const float4 xb = reinterpret_cast<const float4 *>(x)[2 * chunk + 1];
-        const float  xs[8] = { xa.x, xa.y, xa.z, xa.w, xb.x, xb.y, xb.z, xb.w };
-        const int    terms = sabotage && chunk == kChunks - 1 ? 7 : 8;
+        const float  last = sabotage && chunk == kChunks - 1 ? 0.0f : xb.w;  // the sabotage's dropped term
+        const float  xs[8] = { xa.x, xa.y, xa.z, xa.w, xb.x, xb.y, xb.z, last };
+#pragma unroll
         for (int j = 0; j < RPC; ++j) {
             const int64_t at = int64_t(row0 + j) * kK / 8 + chunk;
             const uint4   gb = reinterpret_cast<const uint4 *>(w.gate)[at];
             const uint4   ub = reinterpret_cast<const uint4 *>(w.up)[at];
             const half *  gh = reinterpret_cast<const half *>(&gb);
             const half *  uh = reinterpret_cast<const half *>(&ub);
-            for (int e = 0; e < terms; ++e) {
+#pragma unroll
+            for (int e = 0; e < 8; ++e) {
                 acc[j][0] += __half2float(gh[e]) * xs[e];
                 acc[j][1] += __half2float(uh[e]) * xs[e];
             }
         }
     }
+#pragma unroll
     for (int j = 0; j < RPC; ++j) {
         for (int m = 0; m < 2; ++m) {
             float v = acc[j][m];
