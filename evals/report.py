@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     import pandas as pd
 
+from .clock_spread import Span, side_spreads
 from .kl_control import SIGMAS, control_cells, is_control
 from .stats import RESOLVE, paired_rounds_estimate, round_pairs
 
@@ -83,6 +84,37 @@ def speed_frame(result: dict[str, Any]) -> pd.DataFrame:
                 "verdict": row["verdict"],
                 "paired by round": _paired_text(result, row),
                 "note": note,
+            }
+        )
+    return _pandas().DataFrame(rows)
+
+
+def _span_text(span: Span, digits: int = 0) -> str:
+    return f"{span.low:.{digits}f}" if span.low == span.high else f"{span.low:.{digits}f}–{span.high:.{digits}f}"
+
+
+def clocks_frame(result: dict[str, Any]) -> pd.DataFrame:
+    """Per side and test: the spread of its per-process medians, and the clocks nvidia-smi saw while they ran."""
+    rows = []
+    for entry in side_spreads(result["payload"]):
+        several = len(entry.gpus) > 1
+
+        def cell(text_of: Any, gpus: Any = entry.gpus, several: bool = several) -> str:
+            parts = [(f"GPU {g.index}: " if several else "") + text_of(g) for g in gpus]
+            return "; ".join(parts) or "no busy sample"
+
+        rows.append(
+            {
+                "side": entry.side,
+                "test": entry.test,
+                "processes": len(entry.medians),
+                "per-process medians t/s": _span_text(Span(min(entry.medians), max(entry.medians)), 2),
+                "spread": f"{100 * entry.spread:.1f}%",
+                "SM MHz": cell(lambda g: _span_text(g.sm_mhz)),
+                "memory MHz": cell(lambda g: _span_text(g.mem_mhz)),
+                "°C": cell(lambda g: _span_text(g.temperature_c)),
+                "throttle reasons besides idle": cell(lambda g: ", ".join(g.reasons) or "none"),
+                "busy samples": cell(lambda g: str(g.samples)),
             }
         )
     return _pandas().DataFrame(rows)
@@ -280,6 +312,18 @@ def render(result: dict[str, Any], path: str | None = None) -> str:
             "ratio = variant/stock of medians, 95% percentile-bootstrap interval; same = interval contains 1.0. "
             "Paired by round: the geometric mean of each round's variant/stock ratio of process medians with a 95% "
             "t interval over rounds (3+ rounds); drift that moves both sides of a round together cancels there.",
+        ]
+    clocks = clocks_frame(result)
+    if not clocks.empty:
+        out += [
+            "",
+            "### Clocks and spread during the timed runs",
+            "",
+            markdown_table(clocks),
+            "",
+            "nvidia-smi sampled every 500 ms, each sample tagged with the process it fell in; samples flagged GPU idle "
+            "(before a process has loaded its model) are left out. A spread between processes while the SM clock stays "
+            "flat and no throttle reason shows is not the clock's doing.",
         ]
     return "\n".join(out) + "\n"
 
