@@ -917,6 +917,30 @@ __global__ void __launch_bounds__(Threads) chunked_gdn_tc_chain(GdnParams p, flo
 #endif
 }
 
+// Rows x kS contiguous floats from global memory (written by an earlier launch, read-only in this one) into shared rows
+// of ld floats: 16-byte read-only loads, kStageBatch of them in flight per thread before it stores any. (Step 3b:
+// the output pass copied one generic 16-byte load at a time, which the compiler may not move past a shared store,
+// and waited on each: 51-57% of its stall samples were long scoreboard.)
+template <int Rows> __device__ inline void stage_rows(float * dst, int ld, const float * src) {
+    constexpr int kQuads = Rows * kS / 4;
+    const int     tid = int(threadIdx.x), nthr = int(blockDim.x);
+    for (int idx0 = tid; idx0 < kQuads; idx0 += kStageBatch * nthr) {
+        float4 v[kStageBatch];
+#pragma unroll
+        for (int e = 0; e < kStageBatch; ++e) {
+            const int idx = idx0 + e * nthr;
+            v[e]          = idx < kQuads ? __ldg(reinterpret_cast<const float4 *>(src) + idx) : make_float4(0, 0, 0, 0);
+        }
+#pragma unroll
+        for (int e = 0; e < kStageBatch; ++e) {
+            const int idx = idx0 + e * nthr;
+            if (idx < kQuads) {
+                *reinterpret_cast<float4 *>(dst + (idx / (kS / 4)) * ld + 4 * (idx % (kS / 4))) = v[e];
+            }
+        }
+    }
+}
+
 // Shared memory of the output pass: the chunk's state and U (96 KB unpadded, 99 KB padded: two CTAs per SM); the
 // result tiles reuse s0.
 template <int Pad> struct OutputShared {
@@ -935,14 +959,8 @@ __global__ void __launch_bounds__(kStateThreads) chunked_gdn_tc_output(GdnParams
     const float *       rec = records + record_index(p, b, h, c) * Record::floats;
     const float *       st  = states + record_index(p, b, h, c) * kS * kS;
     const int           t0 = c * kC, L = p.T - t0 < kC ? p.T - t0 : kC;
-    for (int idx = tid; idx < kS * kS / 4; idx += nthr) {  // 16-byte copies into rows of LS floats
-        const int r = idx / (kS / 4), q4 = idx % (kS / 4);
-        *reinterpret_cast<float4 *>(sh.s0 + r * LS + 4 * q4) = reinterpret_cast<const float4 *>(st)[idx];
-    }
-    for (int idx = tid; idx < kC * kS / 4; idx += nthr) {
-        const int r = idx / (kS / 4), q4 = idx % (kS / 4);
-        *reinterpret_cast<float4 *>(sh.u + r * LS + 4 * q4) = reinterpret_cast<const float4 *>(rec + Record::U0)[idx];
-    }
+    stage_rows<kS>(sh.s0, LS, st);               // the chunk's state
+    stage_rows<kC>(sh.u, LS, rec + Record::U0);  // U, which the chain wrote over U0
     __syncthreads();
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
     // warp w: row tile w / 2 of the 4, column tiles 4 (w % 2) .. 4 (w % 2) + 3 of the 8; each Qe / QKm fragment is
