@@ -62,12 +62,13 @@ inline int64_t workspace_floats(const GdnParams & p) {
     return int64_t(p.B) * p.H_v * chunk_count(p.T) * Record::floats;
 }
 
-// An element of the op's inputs (q, k, v, g, beta), which no kernel here writes. On the device it goes through the
-// read-only global path: a global load the compiler may batch ahead of the shared-memory stores it feeds, where a
-// generic load must wait for each (the prep pass's staging loops, session 16's SASS stall samples).
+// An element of the op's inputs (q, k, v, g, beta), which no kernel here writes. On the device it is an explicit
+// global load (ld.global.ca): one the compiler may batch ahead of the shared-memory stores it feeds, where a generic
+// load must wait for each (the prep pass's staging loops, session 16's SASS stall samples). Not __ldg: non-coherent
+// loads are not ordered by programmatic dependent launch (tests/test_no_noncoherent_loads.py).
 FUSEKIT_GDN_HD inline float read_input(const float * x) {
 #ifdef __CUDA_ARCH__
-    return __ldg(x);
+    return __ldca(x);
 #else
     return *x;
 #endif
@@ -918,7 +919,8 @@ __global__ void __launch_bounds__(Threads) chunked_gdn_tc_chain(GdnParams p, flo
 }
 
 // Rows x kS contiguous floats from global memory (written by an earlier launch, read-only in this one) into shared rows
-// of ld floats: 16-byte read-only loads, kStageBatch of them in flight per thread before it stores any. (Step 3b:
+// of ld floats: explicit 16-byte global loads (coherent, as read_input's), kStageBatch of them in flight per thread
+// before it stores any. (Step 3b:
 // the output pass copied one generic 16-byte load at a time, which the compiler may not move past a shared store,
 // and waited on each: 51-57% of its stall samples were long scoreboard.)
 template <int Rows> __device__ inline void stage_rows(float * dst, int ld, const float * src) {
@@ -929,7 +931,7 @@ template <int Rows> __device__ inline void stage_rows(float * dst, int ld, const
 #pragma unroll
         for (int e = 0; e < kStageBatch; ++e) {
             const int idx = idx0 + e * nthr;
-            v[e]          = idx < kQuads ? __ldg(reinterpret_cast<const float4 *>(src) + idx) : make_float4(0, 0, 0, 0);
+            v[e]          = idx < kQuads ? __ldca(reinterpret_cast<const float4 *>(src) + idx) : make_float4(0, 0, 0, 0);
         }
 #pragma unroll
         for (int e = 0; e < kStageBatch; ++e) {
