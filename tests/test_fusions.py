@@ -96,8 +96,22 @@ EXPERIMENTS = sorted((REPO / "patches" / "experiments").glob("*.patch"))
 SABOTAGES = {
     "fusion-1": REPO / "tests" / "patches" / "sabotage-norm-quantize.patch",
     "fusion-2": REPO / "tests" / "patches" / "sabotage-gdn-chains.patch",
+    "fusion-3": REPO / "tests" / "patches" / "sabotage-moe-router.patch",
+    "fusion-4": REPO / "tests" / "patches" / "sabotage-chunked-gdn.patch",
     "fusion-5": REPO / "tests" / "patches" / "sabotage-q8-gemv.patch",
 }
+
+
+def test_every_fusion_has_a_sabotage_patch() -> None:
+    assert set(SABOTAGES) == set(NAMES) and all(p.is_file() for p in SABOTAGES.values())
+
+
+@pytest.mark.parametrize("name", sorted(SABOTAGES))
+def test_a_fusions_sabotage_applies_on_it(home: Path, name: str) -> None:
+    """The GPU session builds fusion-N+sabotage beside fusion-N; a sabotage patch whose context went stale
+    (session 17 lost its builds to one) must fail here, not on the device."""
+    code, output = run(home, "apply", name, str(SABOTAGES[name]))
+    assert code == 0, output
 
 
 def header_field(patch: Path, field: str) -> list[str]:
