@@ -25,6 +25,7 @@ from .profile.categories import CATEGORIES, categorize
 from .report import render as render_eval
 from .results import read_result
 from .standalone_timings import TABLE_MAKERS
+from .tbo_perf import paired_files, perf_rows
 
 BUILDS = "builds.json"
 CHECKS = "checks.txt"
@@ -372,6 +373,24 @@ def _standalone_timings(folder: Path) -> list[str]:
     return out[:-1]
 
 
+def _tbo_perf(folder: Path) -> list[str]:
+    """test-backend-ops perf of each variant beside stock's (``tbo-perf-*.txt``, evals/tbo_perf.py)."""
+    out = ["### test-backend-ops perf (`tbo-perf-*.txt`)", ""]
+    pairs = paired_files(folder)
+    if not pairs:
+        return [*out, "_No `tbo-perf-*.txt` with timed cases beside a stock file: section skipped._"]
+    for stock, variant in pairs:
+        out += [
+            f"`{variant.name}` against `{stock.name}`: µs per run (test-backend-ops chooses the run count); "
+            "ratio = stock / variant, above 1 the variant is faster. One process per side, not repeated: cases the "
+            "variant does not change show this table's noise.",
+            "",
+            *_table(["case", "stock µs", f"{variant.label} µs", "ratio"], perf_rows(stock, variant)),
+            "",
+        ]
+    return out[:-1]
+
+
 def _bridge_rows(result: dict[str, Any]) -> list[list[Any]]:
     """Bridge checks per contender and token count: passed, failed, of which must-fail."""
     builds = {v["label"]: v.get("build", {}).get("variant", v["label"]) for v in result["variants"]}
@@ -424,6 +443,8 @@ def _correctness(folder: Path) -> list[str]:
         *_standalone(folder),
         "",
         *_standalone_timings(folder),
+        "",
+        *_tbo_perf(folder),
         "",
         *_bridge_checks(folder),
     ]

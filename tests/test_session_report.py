@@ -155,3 +155,31 @@ def test_a_profile_with_a_shortened_file_name_keeps_its_label(tmp_path: Path) ->
     report = render_session(folder)
     assert "### `fusion-1+fusion-2+fusion-3+fusion-5+fusion-1-gated-q8+" in report
     assert "0123456789ab" not in report
+
+
+PERF_STOCK = """Testing 2 devices
+  GATED_DELTA_NET(type=f32,head_count=32,n_seq_tokens=512):     3632 runs -   318.37 us/run -    36992 kB/run - x
+  GATED_DELTA_NET(type=f32,head_count=32,n_seq_tokens=1):     362970 runs -     2.79 us/run -     4160 kB/run - x
+"""
+PERF_VARIANT = """  GATED_DELTA_NET(type=f32,head_count=32,n_seq_tokens=512):     7264 runs -   156.69 us/run -    36992 kB/run - x
+  GATED_DELTA_NET(type=f32,head_count=32,n_seq_tokens=512):     7264 runs -   999.00 us/run -    36992 kB/run - x
+  GDN_CHAINS(n=1):     100 runs -     4.00 us/run - x
+"""
+
+
+def test_tbo_perf_files_pair_with_their_groups_stock(tmp_path: Path) -> None:
+    (tmp_path / "tbo-perf-gdn-stock.txt").write_text(PERF_STOCK)
+    (tmp_path / "tbo-perf-gdn-fusion-4.txt").write_text(PERF_VARIANT)
+    (tmp_path / "tbo-perf-stock.txt").write_text("")  # a shorter group must not take the gdn files
+    (tmp_path / "tbo-perf-q4-fusion-5.txt").write_text("  MUL_MAT(m=1):  1 runs -  1.00 us/run\n")  # no stock of its own
+    report = render_session(tmp_path)
+    assert "`tbo-perf-gdn-fusion-4.txt` against `tbo-perf-gdn-stock.txt`" in report
+    # the first time of a case printed twice; stock / variant; a case stock lacks has no ratio
+    assert "| `GATED_DELTA_NET(type=f32,head_count=32,n_seq_tokens=512)` | 318.37 | 156.69 | 2.03 |" in report
+    assert "| `GDN_CHAINS(n=1)` | — | 4.00 | — |" in report
+    assert "n_seq_tokens=1)`" not in report  # only the variant's cases
+    assert "`tbo-perf-q4-fusion-5.txt` against `tbo-perf-stock.txt`" in report  # the only stock whose group fits
+
+
+def test_no_tbo_perf_files_skip_their_section(tmp_path: Path) -> None:
+    assert "_No `tbo-perf-*.txt` with timed cases beside a stock file: section skipped._" in render_session(tmp_path)
