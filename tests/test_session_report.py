@@ -161,7 +161,8 @@ PERF_STOCK = """Testing 2 devices
   GATED_DELTA_NET(type=f32,head_count=32,n_seq_tokens=512):     3632 runs -   318.37 us/run -    36992 kB/run - x
   GATED_DELTA_NET(type=f32,head_count=32,n_seq_tokens=1):     362970 runs -     2.79 us/run -     4160 kB/run - x
 """
-PERF_VARIANT = """  GATED_DELTA_NET(type=f32,head_count=32,n_seq_tokens=512):     7264 runs -   156.69 us/run -    36992 kB/run - x
+PERF_VARIANT = """
+  GATED_DELTA_NET(type=f32,head_count=32,n_seq_tokens=512):     7264 runs -   156.69 us/run -    36992 kB/run - x
   GATED_DELTA_NET(type=f32,head_count=32,n_seq_tokens=512):     7264 runs -   999.00 us/run -    36992 kB/run - x
   GDN_CHAINS(n=1):     100 runs -     4.00 us/run - x
 """
@@ -171,7 +172,8 @@ def test_tbo_perf_files_pair_with_their_groups_stock(tmp_path: Path) -> None:
     (tmp_path / "tbo-perf-gdn-stock.txt").write_text(PERF_STOCK)
     (tmp_path / "tbo-perf-gdn-fusion-4.txt").write_text(PERF_VARIANT)
     (tmp_path / "tbo-perf-stock.txt").write_text("")  # a shorter group must not take the gdn files
-    (tmp_path / "tbo-perf-q4-fusion-5.txt").write_text("  MUL_MAT(m=1):  1 runs -  1.00 us/run\n")  # no stock of its own
+    # a group with no stock of its own pairs with the shortest group's stock
+    (tmp_path / "tbo-perf-q4-fusion-5.txt").write_text("  MUL_MAT(m=1):  1 runs -  1.00 us/run\n")
     report = render_session(tmp_path)
     assert "`tbo-perf-gdn-fusion-4.txt` against `tbo-perf-gdn-stock.txt`" in report
     # the first time of a case printed twice; stock / variant; a case stock lacks has no ratio
