@@ -20,7 +20,7 @@ from .errors import FusekitError
 from .paths import resolve_home
 from .pin import load_pin
 from .registry import Registry
-from .stack import resolve_spec, spec_entries
+from .stack import Entry, canonical, label_of, resolve_spec, spec_entries
 from .variants import Variant, apply, current_entries, materialize, refresh, reset, status
 from .workspace import Workspace
 
@@ -220,8 +220,9 @@ def build_cmd(
     test-backend-ops and the shared ggml libraries), each in its own tree.
 
     Name VARIANTs (a fusion, a patch file, or several joined with '+') to build those instead of
-    the current variant; the current variant stays as it is. A variant that fails to build does
-    not stop the others: each failure is one line, and the exit status is 1.
+    the current variant; the current variant stays as it is. A variant whose patches do not apply
+    or that fails to build does not stop the others: each failure is one line, and the exit
+    status is 1. An unknown fusion name or a missing patch file stops everything before the builds.
 
     \b
     Examples:
@@ -233,14 +234,14 @@ def build_cmd(
     options = BuildOptions(backend=backend, cuda_arch=cuda_arch)
     with ws.lock():
         stock = materialize(ws, [])
-        if specs:
-            named = [materialize(ws, spec_entries(spec, registry)) for spec in specs]
-        else:
-            named = [materialize(ws, current_entries(ws, registry))]
+        # every name resolves before anything is built (a typo fails at once); a patch that does not apply fails
+        # its own variant only, like a compile error
+        wanted = [spec_entries(spec, registry) for spec in specs] if specs else [current_entries(ws, registry)]
+        named, failures = materialize_each(ws, wanted)
         others = list({v.label: v for v in named if not v.is_stock}.values())
         results = [build_one(ws, stock, options, jobs)]
         outcomes = build_many(ws, others, options, jobs, parallel)
-    failures = [(label, error) for label, error in outcomes if isinstance(error, FusekitError)]
+    failures += [(label, error) for label, error in outcomes if isinstance(error, FusekitError)]
     results += [r for _, r in outcomes if isinstance(r, BuildResult)]
     if as_json:
         records = [{**r.record, "build_dir": str(r.build_dir), "seconds": r.seconds} for r in results]
@@ -254,6 +255,22 @@ def build_cmd(
             click.echo(error.detail.rstrip(), err=True)
     if failures:
         sys.exit(1)
+
+
+def materialize_each(
+    ws: Workspace, wanted: list[list[Entry]]
+) -> tuple[list[Variant], list[tuple[str, FusekitError]]]:
+    """Each entry list's variant tree; one whose patches do not apply is returned as a failure under its label."""
+    made: list[Variant] = []
+    failures: list[tuple[str, FusekitError]] = []
+    for entries in wanted:
+        try:
+            made.append(materialize(ws, entries))
+        except FusekitError as exc:
+            label = label_of(canonical(entries))
+            note(f"variant {label} not built: {exc.message}")
+            failures.append((label, exc))
+    return made, failures
 
 
 def build_many(

@@ -67,17 +67,25 @@ def test_build_command_builds_named_variants_in_parallel_and_reports_each_failur
 ) -> None:
     """`fusekit build A B --parallel 2`: one failure does not stop the other build; exit 1; current untouched."""
     broken = str(TEST_PATCHES / "broken-build.patch")
+    # a patch that does not apply on its fusion fails its own variant only (session 17 lost every build to one)
+    stale = "fusion-9+" + str(TEST_PATCHES / "conflict-bench-usage.patch")
     current = Workspace(pinned_home).load_state()["current"]
-    args = ["--home", str(pinned_home), "build", "fusion-9", broken, "--parallel", "2", "--json"]
+    args = ["--home", str(pinned_home), "build", "fusion-9", broken, stale, "--parallel", "2", "--json"]
     result = CliRunner().invoke(main, args)
     assert result.exit_code == 1, result.output
     records = json.loads(result.stdout)
     by_variant = {r["variant"]: r for r in records}
-    assert set(by_variant) == {"stock", "fusion-9", "broken-build"}
+    assert set(by_variant) == {"stock", "fusion-9", "broken-build", "fusion-9+conflict-bench-usage"}
     assert by_variant["broken-build"]["error"].startswith("build of broken-build failed")
+    assert "conflict-bench-usage.patch does not apply" in by_variant["fusion-9+conflict-bench-usage"]["error"]
     assert "error" not in by_variant["fusion-9"] and Path(by_variant["fusion-9"]["build_dir"]).is_dir()
     assert "fusekit: error: build of broken-build failed" in result.stderr
     assert Workspace(pinned_home).load_state()["current"] == current
+
+
+def test_build_command_stops_on_an_unknown_name_before_building(pinned_home: Path) -> None:
+    result = CliRunner().invoke(main, ["--home", str(pinned_home), "build", "fusion-1", "fusion-99"])
+    assert result.exit_code != 0 and "fusion-99" in result.output and "built" not in result.output
 
 
 def test_missing_cmake_is_one_clear_error(pinned_home: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
