@@ -11,7 +11,7 @@
 # Then two chains, one per GPU when there are two (else one after the other):
 #   GPU 0: smoke (a short run of each variant), eval (each fusion alone and the stack vs stock, 35B preset), eval2 (second model), profiles A
 #   GPU 1: check (test-backend-ops, sabotage builds), race (bridge), profiles B
-# The single steps (check, check-own, eval, eval-own, eval-decode, eval2, race, profile-a, profile-b, kernels, standalone) can also be run alone.
+# The single steps (evaluated, check, check-own, eval, eval-own, eval-decode, eval2, race, profile-a, profile-b, kernels, standalone) can also be run alone.
 # Besides the stack of every fusion, the stack with every experiment (patches/experiments/) on top is built,
 # checked, evaluated and profiled.
 # GPU0_STEPS / GPU1_STEPS replace the two chains' steps (e.g. GPU1_STEPS="check-mm eval2" for a short session);
@@ -151,10 +151,14 @@ try:
     failed = {line.split()[0] for line in open(sys.argv[2]) if " fail " in line}
 except OSError:
     pass
-ok = {}  # label -> first spec with it
+ok = {}  # label (with an arm's environment: stock@GGML_CUDA_DISABLE_GRAPHS=1) -> first spec with it
 for v in sys.argv[3:]:
-    if label(v) not in failed and (built is None or label(v) in built):
-        ok.setdefault(label(v), v)
+    base, _, env = v.partition("@")  # an arm runs its variant's build with extra environment variables
+    name = label(base)
+    if name not in failed and (built is None or name in built):
+        ok.setdefault(name + ("@" + env if env else ""), v)
+    else:
+        print(f"left out {v}: {name} was not built or failed its smoke run", file=sys.stderr)
 print(" ".join(ok.values()))
 PY
 )" "$B/results/builds.json" "$B/results/smoke.txt" "$@"
@@ -238,7 +242,9 @@ case "$STEP" in
     standalone_pid=$!
     bash "$0" "$B" models >"$B/logs/step-models.log" 2>&1 &
     models_pid=$!
-    mapfile -t TO_BUILD < <(all_variants)  # not VARIANTS: bash exports no arrays, the steps (children) would lose it
+    # not VARIANTS: bash exports no arrays, the steps (children) would lose it; an arm (stock@GGML_CUDA_DISABLE_GRAPHS=1)
+    # builds its variant
+    mapfile -t TO_BUILD < <(all_variants | sed 's/@.*//' | awk '!seen[$0]++')
     (use_fusekit; command -v ccache >/dev/null) || echo "== WARNING: no ccache on this host (bundle debs/ lacks it):" \
       "every variant compiles from scratch, about 300 s each on 16 cores"
     echo "== $(date -u +%H:%M:%S) builds: stock ${TO_BUILD[*]}"
@@ -264,6 +270,9 @@ case "$STEP" in
     echo "-- checks"; cat "$B/results/checks.txt" 2>/dev/null || true
     if [[ -f "$B/logs/session.done" ]]; then echo "SESSION DONE (exit $(cat "$B/logs/session.done"))"
     else echo "session still running after ${waited}s of polling"; tail -n 3 "$B"/logs/step-*.log 2>/dev/null | tail -n 30; fi
+    ;;
+  evaluated)  # print the specs the eval steps would time now (built, through smoke, not sabotaged), and why any is left out
+    evaluated
     ;;
   standalone)
     each standalone || true

@@ -299,3 +299,17 @@ def test_kernels_step_times_fla_from_the_bundles_wheels(tmp_path: Path) -> None:
     done = _run(batch, "kernels", env)
     assert done.returncode == 0 and not record.exists()
     assert "lacks the fla-core or einops wheel" in (batch / "logs" / "fla-gdn.log").read_text()
+
+
+def test_an_arm_is_evaluated_when_its_variant_was_built_and_a_missing_build_is_named(tmp_path: Path) -> None:
+    """Session 17's decode-spread run asked for stock@GGML_CUDA_DISABLE_GRAPHS=1; ok_variants took the whole arm for a
+    variant name, found no such build and dropped it without a word, so the eval timed stock against itself."""
+    batch = tmp_path / "b"
+    (batch / "results").mkdir(parents=True)
+    (batch / "results" / "builds.json").write_text('[{"variant": "stock"}, {"variant": "fusion-1"}]')
+    (batch / "results" / "smoke.txt").write_text("stock ok rc=0\nfusion-1 ok rc=0\n")
+    env = {"FUSEKIT_HOME": str(tmp_path / "home"), "VARIANTS": "stock@GGML_CUDA_DISABLE_GRAPHS=1 fusion-1 fusion-5"}
+    done = _run(batch, "evaluated", env)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split() == ["stock@GGML_CUDA_DISABLE_GRAPHS=1", "fusion-1"]
+    assert "left out fusion-5: fusion-5 was not built or failed its smoke run" in done.stderr
