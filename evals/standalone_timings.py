@@ -118,18 +118,26 @@ def _three_pass_columns(label: str, entries: dict[str, dict[str, Any]]) -> tuple
     return headers, cells
 
 
-STEP_2D = " (step 2d, "  # step 2c's passes around another chain: " (step 2d, chain of 16 warps)"
+# Experiments around step 2c's passes, each checked whole with one pass replaced and that pass timed alone:
+# marker in "what" -> (column label, the timed pass's key). Step 2d replaces the chain ("... (step 2d, chain of 16
+# warps)"), step 3c the output pass.
+PASS_VARIANTS = {
+    " (step 2d, ": ("step 2d chain", "chain_median_us"),
+    " (step 3c, ": ("step 3c output", "output_median_us"),
+}
 
 
-def _chain_variants(cases: list[dict[str, Any]]) -> dict[str, dict[str, dict[str, Any]]]:
-    """Step 2d's rows: variant -> case -> entry, in the program's order."""
-    variants: dict[str, dict[str, dict[str, Any]]] = {}
+def _pass_variants(cases: list[dict[str, Any]]) -> dict[tuple[str, str], dict[str, dict[str, Any]]]:
+    """The experiments' rows: (marker, variant) -> case -> entry, step by step, each in the program's order."""
+    variants: dict[tuple[str, str], dict[str, dict[str, Any]]] = {}
     for case in cases:
         what = case["what"]
-        if STEP_2D in what and what.endswith(")"):
-            name, variant = what.split(STEP_2D, 1)
-            variants.setdefault(variant[:-1], {})[name] = case
-    return variants
+        for marker in PASS_VARIANTS:
+            if marker in what and what.endswith(")"):
+                name, variant = what.split(marker, 1)
+                variants.setdefault((marker, variant[:-1]), {})[name] = case
+    order = list(PASS_VARIANTS)
+    return dict(sorted(variants.items(), key=lambda item: order.index(item[0][0])))  # by step, stable within one
 
 
 def chunked_gdn_table(source: str, data: dict[str, Any]) -> TimingTable | None:
@@ -148,10 +156,11 @@ def chunked_gdn_table(source: str, data: dict[str, Any]) -> TimingTable | None:
             headers += step_headers
             three_pass.append(cells)
             described.append(description)
-    variants = _chain_variants(cases)
-    for variant, entries in variants.items():
+    variants = _pass_variants(cases)
+    for (marker, variant), entries in variants.items():
         ctas = next(iter(entries.values())).get("ctas_per_sm")
-        headers.append(f"step 2d chain: {variant}" + (f" ({ctas} CTA per SM)" if ctas is not None else ""))
+        label = PASS_VARIANTS[marker][0]
+        headers.append(f"{label}: {variant}" + (f" ({ctas} CTA per SM)" if ctas is not None else ""))
     rows = []
     for case in cases:
         two = step_2a.get(case["what"])
@@ -167,9 +176,9 @@ def chunked_gdn_table(source: str, data: dict[str, Any]) -> TimingTable | None:
         ]
         for cells in three_pass:
             row += cells(case["what"])
-        for entries in variants.values():
+        for (marker, _), entries in variants.items():
             entry = entries.get(case["what"])
-            row.append(_us({"us": entry["chain_median_us"], "ok": entry["ok"]}) if entry else "")
+            row.append(_us({"us": entry[PASS_VARIANTS[marker][1]], "ok": entry["ok"]}) if entry else "")
         rows.append(row)
     stock = data.get("stock_serial_us_t4096_h200")
     caption = (
@@ -181,10 +190,16 @@ def chunked_gdn_table(source: str, data: dict[str, Any]) -> TimingTable | None:
             "; the three-pass steps (the prep pass, the chain of chunk states, then the output pass over all chunks): "
             + ", and ".join(described)
         )
-    if variants:
+    markers = {marker for marker, _ in variants}
+    if " (step 2d, " in markers:
         caption += (
             "; step 2d: step 2c's prep and output passes around another chain, each checked whole, its chain timed "
             "alone (compare with step 2c's chain)"
+        )
+    if " (step 3c, " in markers:
+        caption += (
+            "; step 3c: step 2c's prep pass and chain, then another output pass, each checked whole, its output pass "
+            "timed alone (compare with step 2c's output pass)"
         )
     if stock:
         caption += (

@@ -88,10 +88,13 @@ void launch_chain(const GdnParams & p, float * records, float * states) {
     chunked_gdn_tc_chain<N, Pad, Buffers, Threads>
         <<<chain_grid, Threads, chain_shared_bytes<N, Pad, Buffers>()>>>(p, records, states);
 }
-template <int Pad> void launch_output(const GdnParams & p, const float * records, const float * states) {
+// The output pass with Cols value columns per CTA and its A fragments loaded ABatch at a time (step 3c; the defaults
+// are step 2c's pass).
+template <int Pad, int Cols = fusekit_gdn_tc::kS, int ABatch = 1>
+void launch_output(const GdnParams & p, const float * records, const float * states) {
     using namespace fusekit_gdn_tc;
-    const dim3 grid(unsigned(chunk_count(p.T)), unsigned(p.H_v), unsigned(p.B));
-    chunked_gdn_tc_output<Pad><<<grid, kStateThreads, output_shared_bytes<Pad>()>>>(p, records, states);
+    const dim3 grid(unsigned(chunk_count(p.T) * (kS / Cols)), unsigned(p.H_v), unsigned(p.B));
+    chunked_gdn_tc_output<Pad, Cols, ABatch><<<grid, kStateThreads, output_shared_bytes<Pad, Cols>()>>>(p, records, states);
 }
 // The three passes, the chain with N columns, Buffers and Threads (step 2b/2c: 32 columns, step 2c's defaults).
 template <int Pad, int N = 32, int Buffers = 2, int Threads = fusekit_gdn_tc::kStateThreads>
@@ -139,6 +142,35 @@ template <int N, int Buffers, int Threads> struct ChainVariant {
 using Chain16Warps   = ChainVariant<32, 2, 512>;  // the new state's 16 tiles one per warp
 using Chain16Columns = ChainVariant<16, 1, 256>;  // 16 columns, one buffer: 86 KB, two CTAs per SM, 256 CTAs
 using Chain16Both    = ChainVariant<16, 1, 512>;
+
+// Step 3c: step 2c's prep pass and chain, then an output pass with Cols value columns per CTA, its A fragments loaded
+// ABatch at a time.
+template <int Cols, int ABatch> struct OutputVariant {
+    static constexpr int Pad = fusekit_gdn_tc::kPadBanks;
+    static void allow() {
+        using namespace fusekit_gdn_tc;
+        CHECK(cudaFuncSetAttribute(chunked_gdn_tc_output<Pad, Cols, ABatch>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                   int(output_shared_bytes<Pad, Cols>())));
+    }
+    static int ctas_per_sm() {
+        using namespace fusekit_gdn_tc;
+        int ctas = 0;
+        CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&ctas, chunked_gdn_tc_output<Pad, Cols, ABatch>, kStateThreads,
+                                                            output_shared_bytes<Pad, Cols>()));
+        return ctas;
+    }
+    static void output(const GdnParams & p, float * records, float * states) {
+        launch_output<Pad, Cols, ABatch>(p, records, states);
+    }
+    static void split(const GdnParams & p, float * records, float * states, int sabotage) {
+        launch_prep<Pad>(p, records, sabotage);
+        launch_chain<32, Pad>(p, records, states);
+        launch_output<Pad, Cols, ABatch>(p, records, states);
+    }
+};
+using OutputBatched   = OutputVariant<128, 4>;  // all columns, 4 A fragments in flight per warp
+using Output64Columns = OutputVariant<64, 4>;   // 52 KB: up to 4 CTAs per SM, twice the CTAs
+using Output32Columns = OutputVariant<32, 4>;   // 28 KB, four times the CTAs, each Qe / QKm fragment read 4 times
 
 // How many prep CTAs share an SM (session 13's first prep pass: one; the blocked solve's version is sized for two).
 template <int Pad> int prep_ctas_per_sm() {
@@ -191,6 +223,11 @@ int main(int argc, char ** argv) {
     Chain16Both::allow();
     std::printf("step 2d chains: 32 columns, 16 warps: %d CTA(s) per SM; 16 columns, one buffer: %d; the same, 16 warps: %d\n",
                 Chain16Warps::ctas_per_sm(), Chain16Columns::ctas_per_sm(), Chain16Both::ctas_per_sm());
+    OutputBatched::allow();
+    Output64Columns::allow();
+    Output32Columns::allow();
+    std::printf("step 3c output passes: 128 columns: %d CTA(s) per SM; 64 columns: %d; 32 columns: %d\n",
+                OutputBatched::ctas_per_sm(), Output64Columns::ctas_per_sm(), Output32Columns::ctas_per_sm());
     const int prep_ctas = prep_ctas_per_sm<fusekit_gdn_tc::kPadNone>();
     const int prep_ctas_padded = prep_ctas_per_sm<fusekit_gdn_tc::kPadBanks>();
     std::printf("prep pass: %zu bytes of shared memory, %d CTAs per SM (padded rows: %zu bytes, %d CTAs per SM)\n",
@@ -344,6 +381,26 @@ int main(int argc, char ** argv) {
         chain_variant(Chain16Warps{}, "chain of 16 warps");
         chain_variant(Chain16Columns{}, "chain of 16 columns, one buffer");
         chain_variant(Chain16Both{}, "chain of 16 columns, one buffer, 16 warps");
+
+        // step 3c: step 2c with another output pass, each checked whole and its output pass timed alone
+        auto output_variant = [&](auto variant, const char * what) {
+            using V = decltype(variant);
+            double v_out = 0, v_state = 0;
+            checked_run([&](int sab) { V::split(p, d_records, d_states, sab); }, v_out, v_state);
+            const bool   v_ok   = v_out < kTolTc && v_state < kTolTc;
+            const double output = fusekit_standalone::median(time_launches([&] { V::output(p, d_records, d_states); }));
+            std::printf("  step 3c, %s: out err %.2e %s, state err %.2e %s, output pass alone %.1f us\n", what, v_out,
+                        v_out < kTolTc ? "ok" : "FAIL", v_state, v_state < kTolTc ? "ok" : "FAIL", output);
+            std::snprintf(row, sizeof(row),
+                          ", {\"what\": \"%s (step 3c, %s)\", \"T\": %d, \"B\": %d, \"K\": %d, \"err_out\": %.3e, "
+                          "\"err_state\": %.3e, \"tolerance\": %.0e, \"ok\": %s, \"output_median_us\": %.2f, \"ctas_per_sm\": %d}",
+                          c.what, what, c.T, c.B, c.K, v_out, v_state, kTolTc, v_ok ? "true" : "false", output,
+                          V::ctas_per_sm());
+            json += row;
+        };
+        output_variant(OutputBatched{}, "output of 128 columns, A in batches of 4");
+        output_variant(Output64Columns{}, "output of 64 columns, A in batches of 4");
+        output_variant(Output32Columns{}, "output of 32 columns, A in batches of 4");
         CHECK(cudaFree(d_states));
         CHECK(cudaFree(d_records));
         for (const float * d : {p.q, p.k, p.v, p.g, p.beta, p.state}) {

@@ -11,12 +11,13 @@ namespace {
 // Set to 1 only by tests/patches/sabotage-chunked-gdn.patch (the chunked path must then fail its tests).
 constexpr int kSabotage = 0;
 
-// Below this many tokens the serial kernel runs. Measured on the H200 with test-backend-ops perf, 32 heads, step 2c's
-// padded rows (session 15): chunked 205.7 / 263.8 / 466.8 us against serial 140.3 / 312.3 / 639.1 us at T = 256 / 512 /
-// 1024, so the chunked kernels pay from 512 tokens per call, llama.cpp's default ubatch (step 2b in session 14 paid only
-// from 1024: 327.5 us at 512). fusekit's checks set FUSEKIT_CHUNKED_GDN_MIN_TOKENS=128 so that their shorter cases
-// reach the chunked kernels.
-constexpr int kDefaultMinTokens = 512;
+// Below this many tokens the serial kernel runs. Measured on the H200 with test-backend-ops perf (session 17, step 3b,
+// results/h200-2026-12-02-session17-step3b/tbo-perf-gdn-*.txt): 32 heads, chunked 107.1 / 156.7 / 300.5 us against
+// serial 141.0 / 318.4 / 653.2 us at T = 256 / 512 / 1024; 4 heads, 102.7 / 125.0 / 171.0 against 98.4 / 185.8 / 370.1
+// (at 256 within that run's noise: one process per side, its one-token cases, the same kernel, differ by up to 11%). So
+// the chunked kernels run from 256 tokens per call (512 before session 17, when 256 took 205.7 us against 140.3).
+// fusekit's checks set FUSEKIT_CHUNKED_GDN_MIN_TOKENS=128 so that their shorter cases reach the chunked kernels.
+constexpr int kDefaultMinTokens = 256;
 
 constexpr int kChainColumns = 32;  // value columns per chain CTA (177 KB of shared memory, padded)
 // Shared-memory rows padded against bank conflicts (after session 14; the standalone program times both layouts)

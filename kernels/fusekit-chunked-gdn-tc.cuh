@@ -918,84 +918,104 @@ __global__ void __launch_bounds__(Threads) chunked_gdn_tc_chain(GdnParams p, flo
 #endif
 }
 
-// Rows x kS contiguous floats from global memory (written by an earlier launch, read-only in this one) into shared rows
-// of ld floats: explicit 16-byte global loads (coherent, as read_input's), kStageBatch of them in flight per thread
-// before it stores any. (Step 3b:
-// the output pass copied one generic 16-byte load at a time, which the compiler may not move past a shared store,
-// and waited on each: 51-57% of its stall samples were long scoreboard.)
-template <int Rows> __device__ inline void stage_rows(float * dst, int ld, const float * src) {
-    constexpr int kQuads = Rows * kS / 4;
+// Rows x Cols floats (rows src_ld floats apart) from global memory (written by an earlier launch, read-only in this
+// one) into shared rows of ld floats: explicit 16-byte global loads (coherent, as read_input's), kStageBatch of them in
+// flight per thread before it stores any. (Step 3b: the output pass copied one generic 16-byte load at a time, which
+// the compiler may not move past a shared store, and waited on each: 51-57% of its stall samples were long scoreboard.)
+template <int Rows, int Cols = kS>
+__device__ inline void stage_rows(float * dst, int ld, const float * src, int src_ld = kS) {
+    static_assert(Cols % 4 == 0, "rows are copied in 16-byte quads");
+    constexpr int kRowQuads = Cols / 4;
+    constexpr int kQuads    = Rows * kRowQuads;
     const int     tid = int(threadIdx.x), nthr = int(blockDim.x);
     for (int idx0 = tid; idx0 < kQuads; idx0 += kStageBatch * nthr) {
         float4 v[kStageBatch];
 #pragma unroll
         for (int e = 0; e < kStageBatch; ++e) {
             const int idx = idx0 + e * nthr;
-            v[e]          = idx < kQuads ? __ldca(reinterpret_cast<const float4 *>(src) + idx) : make_float4(0, 0, 0, 0);
+            v[e] = idx < kQuads ? __ldca(reinterpret_cast<const float4 *>(src + (idx / kRowQuads) * src_ld) + idx % kRowQuads)
+                                : make_float4(0, 0, 0, 0);
         }
 #pragma unroll
         for (int e = 0; e < kStageBatch; ++e) {
             const int idx = idx0 + e * nthr;
             if (idx < kQuads) {
-                *reinterpret_cast<float4 *>(dst + (idx / (kS / 4)) * ld + 4 * (idx % (kS / 4))) = v[e];
+                *reinterpret_cast<float4 *>(dst + (idx / kRowQuads) * ld + 4 * (idx % kRowQuads)) = v[e];
             }
         }
     }
 }
 
-// Shared memory of the output pass: the chunk's state and U (96 KB unpadded, 99 KB padded: two CTAs per SM); the
-// result tiles reuse s0.
-template <int Pad> struct OutputShared {
-    float s0[kS * Rows<Pad>::S];  // S0[i][j]
-    float u[kC * Rows<Pad>::S];   // U[s][j]
+// Shared memory of the output pass: Cols value columns of the chunk's state and of U (all 128: 96 KB unpadded, 99 KB
+// padded, two CTAs per SM; 64: 52 KB padded); the result tiles reuse s0.
+template <int Pad, int Cols = kS> struct OutputShared {
+    static constexpr int LD = Cols + Pad;
+    float s0[kS * LD];  // S0[i][j0 + j]
+    float u[kC * LD];   // U[s][j0 + j]
 };
 
-template <int Pad>
+// The output pass: O = Qe S0 + QKm U per chunk. Cols value columns per CTA (kS / Cols CTAs per chunk; step 3c after
+// session 17, which measured the pass of all 128 at 2 CTAs per SM, one wave at T = 512, 24% of DRAM bandwidth) and the
+// A operands (Qe, QKm, read from the record in L2) loaded ABatch fragments at a time before their products (with
+// ABatch = 1 each fragment's L2 latency is waited on in turn: 24 times per warp). The defaults are step 2c's pass.
+template <int Pad, int Cols = kS, int ABatch = 1>
 __global__ void __launch_bounds__(kStateThreads) chunked_gdn_tc_output(GdnParams p, const float * records,
                                                                         const float * states) {
-    constexpr int LS = Rows<Pad>::S;
+    static_assert(Cols % 32 == 0 && kS % Cols == 0, "8 warps cover 4 row tiles and Cols / 16 column tiles");
+    static_assert(ABatch >= 1 && (kC / 8) % ABatch == 0, "fragment batches divide both products' k steps");
+    constexpr int LS           = OutputShared<Pad, Cols>::LD;
+    constexpr int kSlices      = kS / Cols;
+    constexpr int kWarpTiles   = Cols / 32;  // column tiles per warp: two warps per row tile
     extern __shared__ __align__(128) unsigned char shared_output[];
-    OutputShared<Pad> & sh = *reinterpret_cast<OutputShared<Pad> *>(shared_output);
-    const int           c = int(blockIdx.x), h = int(blockIdx.y), b = int(blockIdx.z);
-    const int           tid = int(threadIdx.x), nthr = int(blockDim.x);
-    const float *       rec = records + record_index(p, b, h, c) * Record::floats;
-    const float *       st  = states + record_index(p, b, h, c) * kS * kS;
-    const int           t0 = c * kC, L = p.T - t0 < kC ? p.T - t0 : kC;
-    stage_rows<kS>(sh.s0, LS, st);               // the chunk's state
-    stage_rows<kC>(sh.u, LS, rec + Record::U0);  // U, which the chain wrote over U0
+    OutputShared<Pad, Cols> & sh = *reinterpret_cast<OutputShared<Pad, Cols> *>(shared_output);
+    const int     c = int(blockIdx.x) / kSlices, j0 = (int(blockIdx.x) % kSlices) * Cols;
+    const int     h = int(blockIdx.y), b = int(blockIdx.z);
+    const int     tid = int(threadIdx.x), nthr = int(blockDim.x);
+    const float * rec = records + record_index(p, b, h, c) * Record::floats;
+    const float * st  = states + record_index(p, b, h, c) * kS * kS;
+    const int     t0 = c * kC, L = p.T - t0 < kC ? p.T - t0 : kC;
+    stage_rows<kS, Cols>(sh.s0, LS, st + j0);               // the chunk's state, columns j0 ..
+    stage_rows<kC, Cols>(sh.u, LS, rec + Record::U0 + j0);  // U, which the chain wrote over U0
     __syncthreads();
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
-    // warp w: row tile w / 2 of the 4, column tiles 4 (w % 2) .. 4 (w % 2) + 3 of the 8; each Qe / QKm fragment is
-    // loaded once (from the record, in L2 since the prep pass) and used for its four column tiles
-    const int tm = (tid / 32) / 2, tn0 = 4 * ((tid / 32) % 2);
-    FragAcc   acc[4];
+    // warp w: row tile w / 2 of the 4, column tiles kWarpTiles (w % 2) .. of the Cols / 16; each Qe / QKm fragment is
+    // loaded once per warp (from the record, in L2 since the prep pass) and used for its kWarpTiles column tiles
+    const int tm = (tid / 32) / 2, tn0 = kWarpTiles * ((tid / 32) % 2);
+    FragAcc   acc[kWarpTiles];
     for (FragAcc & a : acc) {
         wmma::fill_fragment(a, 0.0f);
     }
-    // acc += A (the warp's 16 rows, lda, k columns) times B (k rows of the shared matrix, ld LS), four column tiles
-    auto accumulate = [&](const float * a_rows, int lda, int k, const float * b) {
-        for (int kk = 0; kk < k / 8; ++kk) {
-            FragA a;
-            wmma::load_matrix_sync(a, a_rows + kk * 8, lda);
-            to_tf32(a);
-            for (int t = 0; t < 4; ++t) {
-                FragB bf;
-                wmma::load_matrix_sync(bf, b + kk * 8 * LS + (tn0 + t) * 16, LS);
-                to_tf32(bf);
-                wmma::mma_sync(acc[t], a, bf, acc[t]);
+    // acc += A (the warp's 16 rows, lda, k columns) times B (k rows of the shared matrix, ld LS)
+    auto accumulate = [&](const float * a_rows, int lda, int k, const float * bm) {
+        for (int kk0 = 0; kk0 < k / 8; kk0 += ABatch) {
+            FragA a[ABatch];
+#pragma unroll
+            for (int e = 0; e < ABatch; ++e) {
+                wmma::load_matrix_sync(a[e], a_rows + (kk0 + e) * 8, lda);
+            }
+#pragma unroll
+            for (int e = 0; e < ABatch; ++e) {
+                to_tf32(a[e]);
+#pragma unroll
+                for (int t = 0; t < kWarpTiles; ++t) {
+                    FragB bf;
+                    wmma::load_matrix_sync(bf, bm + (kk0 + e) * 8 * LS + (tn0 + t) * 16, LS);
+                    to_tf32(bf);
+                    wmma::mma_sync(acc[t], a[e], bf, acc[t]);
+                }
             }
         }
     };
     accumulate(rec + Record::Qe + tm * 16 * kS, kS, kS, sh.s0);   // Qe S0
     accumulate(rec + Record::QKm + tm * 16 * kC, kC, kC, sh.u);   // QKm U
     __syncthreads();  // every warp is done with S0: its buffer takes the result tiles
-    for (int t = 0; t < 4; ++t) {
+    for (int t = 0; t < kWarpTiles; ++t) {
         wmma::store_matrix_sync(sh.s0 + tm * 16 * LS + (tn0 + t) * 16, acc[t], LS, wmma::mem_row_major);
     }
     __syncthreads();
-    for (int idx = tid; idx < L * kS; idx += nthr) {
-        const int r = idx / kS, j = idx % kS;
-        p.dst[((int64_t(b) * p.T + t0 + r) * p.H_v + h) * kS + j] = sh.s0[r * LS + j] * p.scale;
+    for (int idx = tid; idx < L * Cols; idx += nthr) {
+        const int r = idx / Cols, j = idx % Cols;
+        p.dst[((int64_t(b) * p.T + t0 + r) * p.H_v + h) * kS + j0 + j] = sh.s0[r * LS + j] * p.scale;
     }
 #endif
 }
@@ -1003,8 +1023,8 @@ __global__ void __launch_bounds__(kStateThreads) chunked_gdn_tc_output(GdnParams
 template <int N, int Pad, int Buffers = 2> inline size_t chain_shared_bytes() {
     return sizeof(ChainShared<N, Pad, Buffers>);
 }
-template <int Pad> inline size_t output_shared_bytes() {
-    return sizeof(OutputShared<Pad>);
+template <int Pad, int Cols = kS> inline size_t output_shared_bytes() {
+    return sizeof(OutputShared<Pad, Cols>);
 }
 template <int Pad> inline size_t prep_shared_bytes() {
     return sizeof(PrepShared<Pad>);

@@ -216,6 +216,28 @@ def test_chunked_gdn_table_adds_a_column_per_step_2d_chain() -> None:
     assert plain is not None and not any("step 2d" in header for header in plain.headers)
 
 
+def test_chunked_gdn_table_adds_a_column_per_step_3c_output_pass_after_the_chains() -> None:
+    """Step 3c's rows (step 2c's prep pass and chain around another output pass) take their output pass's time, not
+    the chain's, and follow the step 2d columns."""
+    data, step_1 = _chunked_gdn("h200-2026-12-02-session15-step2c-gluq8")
+    chain = {"what": step_1[0]["what"] + " (step 2d, chain of 16 warps)", "chain_median_us": 50.0, "ok": True}
+    output = {
+        "what": step_1[0]["what"] + " (step 3c, output of 64 columns, A in batches of 4)",
+        "output_median_us": 17.25,
+        "chain_median_us": 999.0,  # not this pass's time: must not be shown
+        "ok": True,
+        "ctas_per_sm": 4,
+    }
+    table = chunked_gdn_table("chunked-gdn-standalone.json", {**data, "cases": [*data["cases"], output, chain]})
+    assert table is not None
+    assert table.headers[-2:] == [
+        "step 2d chain: chain of 16 warps",
+        "step 3c output: output of 64 columns, A in batches of 4 (4 CTA per SM)",
+    ]
+    assert table.rows[0][-2:] == ["50.00", "17.25"]
+    assert "step 3c: step 2c's prep pass and chain, then another output pass" in table.caption
+
+
 def test_glu_handoff_table_sets_each_hand_off_against_the_gemv_alone() -> None:
     """The shape kernels/glu_handoff_check.cu writes: the GEMV alone first, a cluster variant the device could not
     launch, and one whose q8_1 blocks came out wrong (its time struck out, never read as a result)."""
