@@ -447,11 +447,9 @@ __device__ inline float tf32(float x) {
 }
 
 template <typename Frag> __device__ inline void to_tf32(Frag & f) {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
     for (int e = 0; e < f.num_elements; ++e) {
-        f.x[e] = wmma::__float_to_tf32(f.x[e]);
+        f.x[e] = tf32(f.x[e]);
     }
-#endif
 }
 
 // out (M x N tile grid of 16 x 16, row-major, ld ldo) = a (M x K, layout of FA) * b (K x N, layout of FB),

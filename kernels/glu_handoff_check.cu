@@ -197,18 +197,23 @@ template <int RPC> bool eval_global(const Buffers & b, cudaStream_t s, int c) {
     glu_global<RPC><<<kRows / RPC, kThreads, 0, s>>>(b.copies[c], b.x, b.y, b.q, b.counters, b.sabotage);
     return cudaGetLastError() == cudaSuccess;
 }
-template <int RPC> bool eval_cluster(const Buffers & b, cudaStream_t s, int c) {
+// The launch of glu_cluster<RPC>: one cluster of kGroup / RPC CTAs per 32-row group. attr must outlive cfg's use.
+template <int RPC> cudaLaunchConfig_t cluster_config(cudaLaunchAttribute & attr, cudaStream_t s) {
     cudaLaunchConfig_t cfg = {};
     cfg.gridDim            = dim3(kRows / RPC);
     cfg.blockDim           = dim3(kThreads);
     cfg.stream             = s;
-    cudaLaunchAttribute attr;
-    attr.id               = cudaLaunchAttributeClusterDimension;
-    attr.val.clusterDim.x = kGroup / RPC;
-    attr.val.clusterDim.y = 1;
-    attr.val.clusterDim.z = 1;
-    cfg.attrs             = &attr;
-    cfg.numAttrs          = 1;
+    attr.id                = cudaLaunchAttributeClusterDimension;
+    attr.val.clusterDim.x  = kGroup / RPC;
+    attr.val.clusterDim.y  = 1;
+    attr.val.clusterDim.z  = 1;
+    cfg.attrs              = &attr;
+    cfg.numAttrs           = 1;
+    return cfg;
+}
+template <int RPC> bool eval_cluster(const Buffers & b, cudaStream_t s, int c) {
+    cudaLaunchAttribute      attr;
+    const cudaLaunchConfig_t cfg = cluster_config<RPC>(attr, s);
     return cudaLaunchKernelEx(&cfg, glu_cluster<RPC>, b.copies[c], (const float *) b.x, b.y, b.q, b.sabotage) ==
            cudaSuccess;
 }
@@ -219,22 +224,14 @@ template <int RPC> bool eval_wide(const Buffers & b, cudaStream_t s, int c) {
 
 // Whether a cluster of C CTAs of this kernel can be resident at all (16 needs the non-portable size).
 template <int RPC> bool cluster_launchable() {
-    constexpr int C = kGroup / RPC;
-    if (C > 8 && cudaFuncSetAttribute(glu_cluster<RPC>, cudaFuncAttributeNonPortableClusterSizeAllowed, 1) != cudaSuccess) {
+    if (kGroup / RPC > 8 &&
+        cudaFuncSetAttribute(glu_cluster<RPC>, cudaFuncAttributeNonPortableClusterSizeAllowed, 1) != cudaSuccess) {
         cudaGetLastError();
         return false;
     }
-    cudaLaunchConfig_t cfg = {};
-    cfg.gridDim            = dim3(kRows / RPC);
-    cfg.blockDim           = dim3(kThreads);
-    cudaLaunchAttribute attr;
-    attr.id               = cudaLaunchAttributeClusterDimension;
-    attr.val.clusterDim.x = C;
-    attr.val.clusterDim.y = 1;
-    attr.val.clusterDim.z = 1;
-    cfg.attrs             = &attr;
-    cfg.numAttrs          = 1;
-    int clusters          = 0;
+    cudaLaunchAttribute      attr;
+    const cudaLaunchConfig_t cfg      = cluster_config<RPC>(attr, nullptr);
+    int                      clusters = 0;
     const bool ok = cudaOccupancyMaxActiveClusters(&clusters, glu_cluster<RPC>, &cfg) == cudaSuccess && clusters > 0;
     cudaGetLastError();
     return ok;

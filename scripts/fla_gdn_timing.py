@@ -17,6 +17,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from importlib.metadata import version
 from pathlib import Path
 from typing import Any
 
@@ -54,8 +55,6 @@ def import_stack() -> tuple[Any, Any, Any, Any]:
         sys.exit(f"fla_gdn_timing: cannot import {err.name} ({err}); it needs torch, triton, fla-core and einops")
     if not torch.cuda.is_available():
         sys.exit("fla_gdn_timing: torch sees no CUDA device")
-    from importlib.metadata import version
-
     return torch, triton.testing, chunk_gated_delta_rule, version("fla-core")
 
 
@@ -116,7 +115,7 @@ def main(argv: list[str]) -> int:
         "device": torch.cuda.get_device_name(),
         "fla_core": fla_version,
         "torch": torch.__version__,
-        "triton": __import__("triton").__version__,
+        "triton": version("triton"),
         "timing": f"triton.testing.do_bench_cudagraph, {args.rep_ms} ms of replay per measurement; µs per call",
         "shape": {"B": 1, "H_k": KEY_HEADS, "H_v": VALUE_HEADS, "S": HEAD_DIM},
         "cases": cases,
