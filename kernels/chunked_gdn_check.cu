@@ -123,7 +123,10 @@ template <int Pad> void allow_shared_memory() {
 
 // Step 2d: the padded prep and output passes around one chain variant.
 template <int N, int Buffers, int Threads> struct ChainVariant {
-    static constexpr int Pad = fusekit_gdn_tc::kPadBanks;
+    static constexpr int          Pad   = fusekit_gdn_tc::kPadBanks;
+    static constexpr const char * kStep = "step 2d";
+    static constexpr const char * kPass = "chain";
+    static constexpr const char * kKey  = "chain_median_us";
     static void allow() { allow_chain_shared_memory<N, Pad, Buffers, Threads>(); }
     static int  ctas_per_sm() {
         using namespace fusekit_gdn_tc;
@@ -132,7 +135,7 @@ template <int N, int Buffers, int Threads> struct ChainVariant {
                                                             chain_shared_bytes<N, Pad, Buffers>()));
         return ctas;
     }
-    static void chain(const GdnParams & p, float * records, float * states) {
+    static void timed(const GdnParams & p, float * records, float * states) {
         launch_chain<N, Pad, Buffers, Threads>(p, records, states);
     }
     static void split(const GdnParams & p, float * records, float * states, int sabotage) {
@@ -146,7 +149,10 @@ using Chain16Both    = ChainVariant<16, 1, 512>;
 // Step 3c: step 2c's prep pass and chain, then an output pass with Cols value columns per CTA, its A fragments loaded
 // ABatch at a time.
 template <int Cols, int ABatch> struct OutputVariant {
-    static constexpr int Pad = fusekit_gdn_tc::kPadBanks;
+    static constexpr int          Pad   = fusekit_gdn_tc::kPadBanks;
+    static constexpr const char * kStep = "step 3c";
+    static constexpr const char * kPass = "output pass";
+    static constexpr const char * kKey  = "output_median_us";
     static void allow() {
         using namespace fusekit_gdn_tc;
         CHECK(cudaFuncSetAttribute(chunked_gdn_tc_output<Pad, Cols, ABatch>, cudaFuncAttributeMaxDynamicSharedMemorySize,
@@ -159,7 +165,7 @@ template <int Cols, int ABatch> struct OutputVariant {
                                                             output_shared_bytes<Pad, Cols>()));
         return ctas;
     }
-    static void output(const GdnParams & p, float * records, float * states) {
+    static void timed(const GdnParams & p, float * records, float * states) {
         launch_output<Pad, Cols, ABatch>(p, records, states);
     }
     static void split(const GdnParams & p, float * records, float * states, int sabotage) {
@@ -362,45 +368,29 @@ int main(int argc, char ** argv) {
         three_passes(std::integral_constant<int, fusekit_gdn_tc::kPadNone>{}, "step 2b", "three passes");
         three_passes(std::integral_constant<int, fusekit_gdn_tc::kPadBanks>{}, "step 2c", "padded shared rows");
 
-        // step 2d: step 2c with another chain, each checked whole (prep, that chain, output) and its chain timed alone
-        auto chain_variant = [&](auto variant, const char * what) {
+        // steps 2d and 3c: step 2c with another chain or output pass (V::kStep), each checked whole and the pass it
+        // replaces timed alone (V::timed)
+        auto pass_variant = [&](auto variant, const char * what) {
             using V = decltype(variant);
             double v_out = 0, v_state = 0;
             checked_run([&](int sab) { V::split(p, d_records, d_states, sab); }, v_out, v_state);
             const bool   v_ok  = v_out < kTolTc && v_state < kTolTc;
-            const double chain = fusekit_standalone::median(time_launches([&] { V::chain(p, d_records, d_states); }));
-            std::printf("  step 2d, %s: out err %.2e %s, state err %.2e %s, chain alone %.1f us\n", what, v_out,
-                        v_out < kTolTc ? "ok" : "FAIL", v_state, v_state < kTolTc ? "ok" : "FAIL", chain);
+            const double alone = fusekit_standalone::median(time_launches([&] { V::timed(p, d_records, d_states); }));
+            std::printf("  %s, %s: out err %.2e %s, state err %.2e %s, %s alone %.1f us\n", V::kStep, what, v_out,
+                        v_out < kTolTc ? "ok" : "FAIL", v_state, v_state < kTolTc ? "ok" : "FAIL", V::kPass, alone);
             std::snprintf(row, sizeof(row),
-                          ", {\"what\": \"%s (step 2d, %s)\", \"T\": %d, \"B\": %d, \"K\": %d, \"err_out\": %.3e, "
-                          "\"err_state\": %.3e, \"tolerance\": %.0e, \"ok\": %s, \"chain_median_us\": %.2f, \"ctas_per_sm\": %d}",
-                          c.what, what, c.T, c.B, c.K, v_out, v_state, kTolTc, v_ok ? "true" : "false", chain,
-                          V::ctas_per_sm());
+                          ", {\"what\": \"%s (%s, %s)\", \"T\": %d, \"B\": %d, \"K\": %d, \"err_out\": %.3e, "
+                          "\"err_state\": %.3e, \"tolerance\": %.0e, \"ok\": %s, \"%s\": %.2f, \"ctas_per_sm\": %d}",
+                          c.what, V::kStep, what, c.T, c.B, c.K, v_out, v_state, kTolTc, v_ok ? "true" : "false",
+                          V::kKey, alone, V::ctas_per_sm());
             json += row;
         };
-        chain_variant(Chain16Warps{}, "chain of 16 warps");
-        chain_variant(Chain16Columns{}, "chain of 16 columns, one buffer");
-        chain_variant(Chain16Both{}, "chain of 16 columns, one buffer, 16 warps");
-
-        // step 3c: step 2c with another output pass, each checked whole and its output pass timed alone
-        auto output_variant = [&](auto variant, const char * what) {
-            using V = decltype(variant);
-            double v_out = 0, v_state = 0;
-            checked_run([&](int sab) { V::split(p, d_records, d_states, sab); }, v_out, v_state);
-            const bool   v_ok   = v_out < kTolTc && v_state < kTolTc;
-            const double output = fusekit_standalone::median(time_launches([&] { V::output(p, d_records, d_states); }));
-            std::printf("  step 3c, %s: out err %.2e %s, state err %.2e %s, output pass alone %.1f us\n", what, v_out,
-                        v_out < kTolTc ? "ok" : "FAIL", v_state, v_state < kTolTc ? "ok" : "FAIL", output);
-            std::snprintf(row, sizeof(row),
-                          ", {\"what\": \"%s (step 3c, %s)\", \"T\": %d, \"B\": %d, \"K\": %d, \"err_out\": %.3e, "
-                          "\"err_state\": %.3e, \"tolerance\": %.0e, \"ok\": %s, \"output_median_us\": %.2f, \"ctas_per_sm\": %d}",
-                          c.what, what, c.T, c.B, c.K, v_out, v_state, kTolTc, v_ok ? "true" : "false", output,
-                          V::ctas_per_sm());
-            json += row;
-        };
-        output_variant(OutputBatched{}, "output of 128 columns, A in batches of 4");
-        output_variant(Output64Columns{}, "output of 64 columns, A in batches of 4");
-        output_variant(Output32Columns{}, "output of 32 columns, A in batches of 4");
+        pass_variant(Chain16Warps{}, "chain of 16 warps");
+        pass_variant(Chain16Columns{}, "chain of 16 columns, one buffer");
+        pass_variant(Chain16Both{}, "chain of 16 columns, one buffer, 16 warps");
+        pass_variant(OutputBatched{}, "output of 128 columns, A in batches of 4");
+        pass_variant(Output64Columns{}, "output of 64 columns, A in batches of 4");
+        pass_variant(Output32Columns{}, "output of 32 columns, A in batches of 4");
         CHECK(cudaFree(d_states));
         CHECK(cudaFree(d_records));
         for (const float * d : {p.q, p.k, p.v, p.g, p.beta, p.state}) {

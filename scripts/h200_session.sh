@@ -196,8 +196,9 @@ ncu_chunked_gdn() {
   # (after session 15's step 2d: the chain's 10 us per chunk is neither issue- nor occupancy-bound; where does it wait?)
   "$ncu" --import /tmp/ncu-chunked-gdn.ncu-rep --csv --page raw >"$B/results/ncu-chunked-gdn-raw.csv" \
     2>>"$B/logs/ncu-chunked-gdn.log" || tail -n 5 "$B/logs/ncu-chunked-gdn.log"
-  # (gzipped: one SASS listing per profiled launch; the prep pass too, whose global loads are the next suspect)
-  "$ncu" --import /tmp/ncu-chunked-gdn.ncu-rep --csv --page source --print-source sass -k regex:'chunked_gdn_tc_(chain|prep)' \
+  # (gzipped: one SASS listing per profiled launch; after session 17 the prep pass, now the largest of the three, and
+  # the output passes of step 3c; the chain met its prediction)
+  "$ncu" --import /tmp/ncu-chunked-gdn.ncu-rep --csv --page source --print-source sass -k regex:'chunked_gdn_tc_(prep|output)' \
     2>>"$B/logs/ncu-chunked-gdn.log" | gzip -c >"$B/results/ncu-chunked-gdn-sass.csv.gz" || tail -n 5 "$B/logs/ncu-chunked-gdn.log"
 }
 
