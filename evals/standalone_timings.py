@@ -119,25 +119,34 @@ def _three_pass_columns(label: str, entries: dict[str, dict[str, Any]]) -> tuple
 
 
 # Experiments around step 2c's passes, each checked whole with one pass replaced and that pass timed alone:
-# marker in "what" -> (column label, the timed pass's key). Step 2d replaces the chain ("... (step 2d, chain of 16
-# warps)"), step 3c the output pass.
+# marker in "what" -> (column label, the timed pass's key, caption). Step 2d replaces the chain ("... (step 2d, chain
+# of 16 warps)"), step 3c the output pass.
 PASS_VARIANTS = {
-    " (step 2d, ": ("step 2d chain", "chain_median_us"),
-    " (step 3c, ": ("step 3c output", "output_median_us"),
+    " (step 2d, ": (
+        "step 2d chain",
+        "chain_median_us",
+        "step 2d: step 2c's prep and output passes around another chain, each checked whole, its chain timed alone "
+        "(compare with step 2c's chain)",
+    ),
+    " (step 3c, ": (
+        "step 3c output",
+        "output_median_us",
+        "step 3c: step 2c's prep pass and chain, then another output pass, each checked whole, its output pass timed "
+        "alone (compare with step 2c's output pass)",
+    ),
 }
 
 
 def _pass_variants(cases: list[dict[str, Any]]) -> dict[tuple[str, str], dict[str, dict[str, Any]]]:
     """The experiments' rows: (marker, variant) -> case -> entry, step by step, each in the program's order."""
     variants: dict[tuple[str, str], dict[str, dict[str, Any]]] = {}
-    for case in cases:
-        what = case["what"]
-        for marker in PASS_VARIANTS:
+    for marker in PASS_VARIANTS:
+        for case in cases:
+            what = case["what"]
             if marker in what and what.endswith(")"):
                 name, variant = what.split(marker, 1)
                 variants.setdefault((marker, variant[:-1]), {})[name] = case
-    order = list(PASS_VARIANTS)
-    return dict(sorted(variants.items(), key=lambda item: order.index(item[0][0])))  # by step, stable within one
+    return variants
 
 
 def chunked_gdn_table(source: str, data: dict[str, Any]) -> TimingTable | None:
@@ -190,17 +199,8 @@ def chunked_gdn_table(source: str, data: dict[str, Any]) -> TimingTable | None:
             "; the three-pass steps (the prep pass, the chain of chunk states, then the output pass over all chunks): "
             + ", and ".join(described)
         )
-    markers = {marker for marker, _ in variants}
-    if " (step 2d, " in markers:
-        caption += (
-            "; step 2d: step 2c's prep and output passes around another chain, each checked whole, its chain timed "
-            "alone (compare with step 2c's chain)"
-        )
-    if " (step 3c, " in markers:
-        caption += (
-            "; step 3c: step 2c's prep pass and chain, then another output pass, each checked whole, its output pass "
-            "timed alone (compare with step 2c's output pass)"
-        )
+    for marker in dict.fromkeys(marker for marker, _ in variants):
+        caption += "; " + PASS_VARIANTS[marker][2]
     if stock:
         caption += (
             f"; the program then quoted issue #10's {stock[0]}-{stock[1]} µs for stock as T = 4096, but that figure is "

@@ -151,12 +151,13 @@ try:
     failed = {line.split()[0] for line in open(sys.argv[2]) if " fail " in line}
 except OSError:
     pass
+from evals.arms import arm_name, split_arm
 ok = {}  # label (with an arm's environment: stock@GGML_CUDA_DISABLE_GRAPHS=1) -> first spec with it
 for v in sys.argv[3:]:
-    base, _, env = v.partition("@")  # an arm runs its variant's build with extra environment variables
+    base, env = split_arm(v)  # an arm runs its variant's build with extra environment variables
     name = label(base)
     if name not in failed and (built is None or name in built):
-        ok.setdefault(name + ("@" + env if env else ""), v)
+        ok.setdefault(arm_name(name, env), v)
     else:
         print(f"left out {v}: {name} was not built or failed its smoke run", file=sys.stderr)
 print(" ".join(ok.values()))
