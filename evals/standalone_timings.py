@@ -118,23 +118,36 @@ def _three_pass_columns(label: str, entries: dict[str, dict[str, Any]]) -> tuple
     return headers, cells
 
 
-# Experiments around step 2c's passes, each checked whole with one pass replaced and that pass timed alone:
-# marker in "what" -> (column label, the timed pass's key, caption). Step 2d replaces the chain ("... (step 2d, chain
-# of 16 warps)"), step 3c the output pass.
+# Experiments around step 2c's passes, each checked whole with one pass replaced and timed: marker in "what" ->
+# (column label, the keys of its time (the first one an entry has), caption). Step 2d replaces the chain ("... (step
+# 2d, chain of 16 warps)"), step 3c the output pass, step 3d the prep pass (timed alone, or whole with step 3c's
+# 64-column output pass).
 PASS_VARIANTS = {
     " (step 2d, ": (
         "step 2d chain",
-        "chain_median_us",
+        ("chain_median_us",),
         "step 2d: step 2c's prep and output passes around another chain, each checked whole, its chain timed alone "
         "(compare with step 2c's chain)",
     ),
     " (step 3c, ": (
         "step 3c output",
-        "output_median_us",
+        ("output_median_us",),
         "step 3c: step 2c's prep pass and chain, then another output pass, each checked whole, its output pass timed "
         "alone (compare with step 2c's output pass)",
     ),
+    " (step 3d, ": (
+        "step 3d",
+        ("prep_median_us", "median_us"),
+        "step 3d: the prep pass on mma.sync with its operands read from shared memory, then step 2c's chain and an "
+        "output pass, checked whole; timed as its column says: the prep pass alone (compare with step 2c's prep "
+        "pass), or all three passes with step 3c's 64-column output pass (compare with step 2c whole)",
+    ),
 }
+
+
+def _variant_us(entry: dict[str, Any], keys: tuple[str, ...]) -> float:
+    """The time of a pass-variant entry: its first key present."""
+    return next(entry[key] for key in keys if key in entry)
 
 
 def _pass_variants(cases: list[dict[str, Any]]) -> dict[tuple[str, str], dict[str, dict[str, Any]]]:
@@ -187,7 +200,7 @@ def chunked_gdn_table(source: str, data: dict[str, Any]) -> TimingTable | None:
             row += cells(case["what"])
         for (marker, _), entries in variants.items():
             entry = entries.get(case["what"])
-            row.append(_us({"us": entry[PASS_VARIANTS[marker][1]], "ok": entry["ok"]}) if entry else "")
+            row.append(_us({"us": _variant_us(entry, PASS_VARIANTS[marker][1]), "ok": entry["ok"]}) if entry else "")
         rows.append(row)
     stock = data.get("stock_serial_us_t4096_h200")
     caption = (

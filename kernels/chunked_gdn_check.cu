@@ -70,6 +70,12 @@ template <int Pad> void launch_prep(const GdnParams & p, float * records, int sa
     const dim3 prep_grid(unsigned(chunk_count(p.T)), unsigned(p.H_v), unsigned(p.B));
     chunked_gdn_tc_prep<Pad><<<prep_grid, kPrepThreads, prep_shared_bytes<Pad>()>>>(p, records, sabotage);
 }
+// Step 3d's prep pass (mma.sync from shared memory, the masks applied where the products are stored).
+template <int Pad> void launch_prep_mma(const GdnParams & p, float * records, int sabotage) {
+    using namespace fusekit_gdn_tc;
+    const dim3 prep_grid(unsigned(chunk_count(p.T)), unsigned(p.H_v), unsigned(p.B));
+    chunked_gdn_tc_prep_mma<Pad><<<prep_grid, kPrepThreads, prep_shared_bytes<Pad>()>>>(p, records, sabotage);
+}
 template <int N> void launch_two_pass(const GdnParams & p, float * records, int sabotage) {
     using namespace fusekit_gdn_tc;
     launch_prep<kPadNone>(p, records, sabotage);
@@ -178,6 +184,43 @@ using OutputBatched   = OutputVariant<128, 4>;  // all columns, 4 A fragments in
 using Output64Columns = OutputVariant<64, 4>;   // 52 KB: up to 4 CTAs per SM, twice the CTAs
 using Output32Columns = OutputVariant<32, 4>;   // 28 KB, four times the CTAs, each Qe / QKm fragment read 4 times
 
+// Step 3d: step 3d's prep pass, step 2c's chain, then the output pass with Cols columns and ABatch (step 2c's by
+// default); timed: the prep pass alone, or with Whole the three passes.
+template <int Cols, int ABatch, bool Whole> struct PrepVariant {
+    static constexpr int          Pad   = fusekit_gdn_tc::kPadBanks;
+    static constexpr const char * kStep = "step 3d";
+    static constexpr const char * kPass = Whole ? "whole" : "prep pass";
+    static constexpr const char * kKey  = Whole ? "median_us" : "prep_median_us";
+    static void allow() {
+        using namespace fusekit_gdn_tc;
+        CHECK(cudaFuncSetAttribute(chunked_gdn_tc_prep_mma<Pad>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                   int(prep_shared_bytes<Pad>())));
+        CHECK(cudaFuncSetAttribute(chunked_gdn_tc_output<Pad, Cols, ABatch>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                   int(output_shared_bytes<Pad, Cols>())));
+    }
+    static int ctas_per_sm() {
+        using namespace fusekit_gdn_tc;
+        int ctas = 0;
+        CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&ctas, chunked_gdn_tc_prep_mma<Pad>, kPrepThreads,
+                                                            prep_shared_bytes<Pad>()));
+        return ctas;
+    }
+    static void split(const GdnParams & p, float * records, float * states, int sabotage) {
+        launch_prep_mma<Pad>(p, records, sabotage);
+        launch_chain<32, Pad>(p, records, states);
+        launch_output<Pad, Cols, ABatch>(p, records, states);
+    }
+    static void timed(const GdnParams & p, float * records, float * states) {
+        if constexpr (Whole) {
+            split(p, records, states, 0);
+        } else {
+            launch_prep_mma<Pad>(p, records, 0);
+        }
+    }
+};
+using PrepMma          = PrepVariant<fusekit_gdn_tc::kS, 1, false>;  // the prep pass alone, step 2c's output pass
+using PrepMmaOutput64  = PrepVariant<64, 4, true>;                     // what the glue would run: whole
+
 // How many prep CTAs share an SM (session 13's first prep pass: one; the blocked solve's version is sized for two).
 template <int Pad> int prep_ctas_per_sm() {
     int ctas = 0;
@@ -234,6 +277,9 @@ int main(int argc, char ** argv) {
     Output32Columns::allow();
     std::printf("step 3c output passes: 128 columns: %d CTA(s) per SM; 64 columns: %d; 32 columns: %d\n",
                 OutputBatched::ctas_per_sm(), Output64Columns::ctas_per_sm(), Output32Columns::ctas_per_sm());
+    PrepMma::allow();
+    PrepMmaOutput64::allow();
+    std::printf("step 3d prep pass: %d CTA(s) per SM\n", PrepMma::ctas_per_sm());
     const int prep_ctas = prep_ctas_per_sm<fusekit_gdn_tc::kPadNone>();
     const int prep_ctas_padded = prep_ctas_per_sm<fusekit_gdn_tc::kPadBanks>();
     std::printf("prep pass: %zu bytes of shared memory, %d CTAs per SM (padded rows: %zu bytes, %d CTAs per SM)\n",
@@ -391,6 +437,8 @@ int main(int argc, char ** argv) {
         pass_variant(OutputBatched{}, "output of 128 columns, A in batches of 4");
         pass_variant(Output64Columns{}, "output of 64 columns, A in batches of 4");
         pass_variant(Output32Columns{}, "output of 32 columns, A in batches of 4");
+        pass_variant(PrepMma{}, "prep pass alone, on mma.sync from shared memory");
+        pass_variant(PrepMmaOutput64{}, "whole, with the output of 64 columns, A in batches of 4");
         CHECK(cudaFree(d_states));
         CHECK(cudaFree(d_records));
         for (const float * d : {p.q, p.k, p.v, p.g, p.beta, p.state}) {

@@ -490,8 +490,10 @@ template <int Pad> struct PrepShared {
     float  pinv[kC * Rows<Pad>::C];
     double G[kC];
     float  beta[kC];
+    float  row_q[kC];     // step 3d: e^{G_r} (the queries' decay), computed once per row
+    float  row_kend[kC];  // step 3d: e^{G_last - G_r} (the keys decayed to the chunk's end)
 };
-// 99,072 bytes unpadded, 103,168 padded: two CTAs fit on an sm_90 SM (2 x (size + 1,024 reserved) <= 233,472). g is
+// 99,584 bytes unpadded, 103,680 padded: two CTAs fit on an sm_90 SM (2 x (size + 1,024 reserved) <= 233,472). g is
 // staged in pinv's first row before the solve writes it; the sabotage factor f is recomputed where it is used.
 static_assert(sizeof(PrepShared<kPadBanks>) <= 115456, "the prep pass must keep two CTAs per SM on sm_90");
 
@@ -507,18 +509,13 @@ template <int Pad> __device__ inline float sabotage_factor(const PrepShared<Pad>
     return 1.0f / (1.0f + sh.beta[r] * kk);
 }
 
+// The prep passes' first step: keys and queries staged (rows past the chunk's end are zero), g (in pinv's first row,
+// until the solve writes P) and beta; kStageBatch rows of each per thread loaded before any is stored, so that their
+// loads are in flight together.
 template <int Pad>
-__global__ void __launch_bounds__(kPrepThreads) chunked_gdn_tc_prep(GdnParams p, float * records, int sabotage) {
-    constexpr int LS = Rows<Pad>::S, LC = Rows<Pad>::C;
-    extern __shared__ __align__(128) unsigned char shared_prep[];
-    PrepShared<Pad> & sh = *reinterpret_cast<PrepShared<Pad> *>(shared_prep);
-    const int         c = int(blockIdx.x), h = int(blockIdx.y), b = int(blockIdx.z);
-    const int         tid = int(threadIdx.x), nthr = int(blockDim.x);
-    const int         t0 = c * kC, L = p.T - t0 < kC ? p.T - t0 : kC;
-    float *           rec = records + record_index(p, b, h, c) * Record::floats;
-
-    // stage keys and queries (rows past the chunk's end are zero), g and beta; kStageBatch rows of each per thread
-    // loaded before any is stored, so that their loads are in flight together
+__device__ inline void stage_prep_inputs(const GdnParams & p, PrepShared<Pad> & sh, int b, int h, int t0, int L) {
+    constexpr int LS = Rows<Pad>::S;
+    const int     tid = int(threadIdx.x), nthr = int(blockDim.x);
     const float * k0 = key_row(p, b, h, t0);  // row r of the chunk: k0 + r * p.k_s2
     const float * q0 = query_row(p, b, h, t0);
     for (int idx0 = tid; idx0 < kC * kS; idx0 += kStageBatch * nthr) {
@@ -540,19 +537,61 @@ __global__ void __launch_bounds__(kPrepThreads) chunked_gdn_tc_prep(GdnParams p,
         }
     }
     for (int r = tid; r < kC; r += nthr) {  // every thread its own gate loads (one thread's 64 in a row took ~13 us)
-        sh.pinv[r] = r < L ? read_input(&p.g[gate_index(p, b, h, t0 + r)]) : 0.0f;  // g, until the solve writes P
+        sh.pinv[r] = r < L ? read_input(&p.g[gate_index(p, b, h, t0 + r)]) : 0.0f;
         sh.beta[r] = r < L ? read_input(&p.beta[gate_index(p, b, h, t0 + r)]) : 0.0f;
     }
-    __syncthreads();
-    if (tid < 32) {  // G = inclusive prefix sum of g in float64, two tokens per lane, by warp 0 (read after the products)
-        const double first = double(sh.pinv[2 * tid]), pair = first + double(sh.pinv[2 * tid + 1]);
-        double       scan  = pair;
-        for (int offset = 1; offset < 32; offset *= 2) {
-            const double below = __shfl_up_sync(0xffffffffu, scan, offset);
-            scan += tid >= offset ? below : 0.0;
+}
+
+// G = the inclusive prefix sum of g (staged in pinv's first row) in float64, two tokens per lane; warp 0 only.
+template <int Pad> __device__ inline void scan_gates(PrepShared<Pad> & sh, int lane) {
+    const double first = double(sh.pinv[2 * lane]), pair = first + double(sh.pinv[2 * lane + 1]);
+    double       scan  = pair;
+    for (int offset = 1; offset < 32; offset *= 2) {
+        const double below = __shfl_up_sync(0xffffffffu, scan, offset);
+        scan += lane >= offset ? below : 0.0;
+    }
+    sh.G[2 * lane]     = scan - pair + first;
+    sh.G[2 * lane + 1] = scan;
+}
+
+// The values scaled by beta f into qb (the U0 product's B operand), batched as the keys in stage_prep_inputs.
+template <int Pad>
+__device__ inline void stage_scaled_values(const GdnParams & p, PrepShared<Pad> & sh, int b, int h, int t0, int L,
+                                           int sabotage) {
+    constexpr int LS = Rows<Pad>::S;
+    const float * v0 = value_row(p, b, h, t0);
+    const int     tid = int(threadIdx.x), nthr = int(blockDim.x);
+    for (int idx0 = tid; idx0 < kC * kS; idx0 += kStageBatch * nthr) {
+        float vv[kStageBatch];
+#pragma unroll
+        for (int u = 0; u < kStageBatch; ++u) {
+            const int idx = idx0 + u * nthr, r = idx / kS, j = idx % kS;
+            vv[u]         = idx < kC * kS && r < L ? read_input(v0 + r * p.v_s2 + j) : 0.0f;
         }
-        sh.G[2 * tid]     = scan - pair + first;
-        sh.G[2 * tid + 1] = scan;
+#pragma unroll
+        for (int u = 0; u < kStageBatch; ++u) {
+            const int idx = idx0 + u * nthr, r = idx / kS, j = idx % kS;
+            if (idx < kC * kS) {
+                sh.qb[r * LS + j] = r < L ? sh.beta[r] * sabotage_factor(sh, r, sabotage) * vv[u] : 0.0f;
+            }
+        }
+    }
+}
+
+template <int Pad>
+__global__ void __launch_bounds__(kPrepThreads) chunked_gdn_tc_prep(GdnParams p, float * records, int sabotage) {
+    constexpr int LS = Rows<Pad>::S, LC = Rows<Pad>::C;
+    extern __shared__ __align__(128) unsigned char shared_prep[];
+    PrepShared<Pad> & sh = *reinterpret_cast<PrepShared<Pad> *>(shared_prep);
+    const int         c = int(blockIdx.x), h = int(blockIdx.y), b = int(blockIdx.z);
+    const int         tid = int(threadIdx.x), nthr = int(blockDim.x);
+    const int         t0 = c * kC, L = p.T - t0 < kC ? p.T - t0 : kC;
+    float *           rec = records + record_index(p, b, h, c) * Record::floats;
+
+    stage_prep_inputs(p, sh, b, h, t0, L);
+    __syncthreads();
+    if (tid < 32) {  // read after the products
+        scan_gates(sh, tid);
     }
 
     // A_raw = K K^T into shared memory, QK_raw = Q K^T into the record (K^T: the key rows read as a column-major matrix)
@@ -619,28 +658,139 @@ __global__ void __launch_bounds__(kPrepThreads) chunked_gdn_tc_prep(GdnParams p,
             wmma::store_matrix_sync(rec + Record::W + tm * 16 * kS + tn * 16, acc, kS, wmma::mem_row_major);
         });
     __syncthreads();
-    const float * v0 = value_row(p, b, h, t0);
-    for (int idx0 = tid; idx0 < kC * kS; idx0 += kStageBatch * nthr) {  // values, batched as the keys above
-        float vv[kStageBatch];
-#pragma unroll
-        for (int u = 0; u < kStageBatch; ++u) {
-            const int idx = idx0 + u * nthr, r = idx / kS, j = idx % kS;
-            vv[u]         = idx < kC * kS && r < L ? read_input(v0 + r * p.v_s2 + j) : 0.0f;
-        }
-#pragma unroll
-        for (int u = 0; u < kStageBatch; ++u) {
-            const int idx = idx0 + u * nthr, r = idx / kS, j = idx % kS;
-            if (idx < kC * kS) {
-                sh.qb[r * LS + j] = r < L ? sh.beta[r] * sabotage_factor(sh, r, sabotage) * vv[u] : 0.0f;
-            }
-        }
-    }
+    stage_scaled_values(p, sh, b, h, t0, L, sabotage);
     __syncthreads();
     // U0 = P (diag(beta f) V)
     tile_products<FragA, FragB>(
         4, kS / 16, kC / 8, [&](int tm, int kk) { return sh.pinv + tm * 16 * LC + kk * 8; }, LC,
         [&](int kk, int tn) { return sh.qb + kk * 8 * LS + tn * 16; }, LS,
         [&](int tm, int tn, FragAcc & acc) { wmma::store_matrix_sync(rec + Record::U0 + tm * 16 * kS + tn * 16, acc, kS, wmma::mem_row_major); });
+}
+
+// ---- Step 3d: the prep pass's products on mma.sync, operands read from shared memory with plain loads -------------
+// wmma::load_matrix_sync takes a generic pointer: every fragment load of chunked_gdn_tc_prep is a generic LD.E with
+// 64-bit address arithmetic (session 17's SASS: 55% of its instructions address arithmetic, 3.4% HMMA). Here each
+// lane loads its own elements of the PTX m16n8k8 TF32 fragments (PTX ISA, "Matrix Fragments for mma.m16n8k8", .tf32:
+// lane = 4 group + t; A (16 x 8, row) holds (group, t), (group + 8, t), (group, t + 4), (group + 8, t + 4); B (8 x 8,
+// col) holds (t, group), (t + 4, group); C holds (group, 2t), (group, 2t + 1), (group + 8, 2t), (group + 8, 2t + 1)),
+// at offsets the compiler folds into immediates, from pointers it keeps in the shared window (LDS).
+
+// d += a b for one m16n8k8 block; a and b hold TF32 bit patterns
+__device__ inline void mma_16x8x8_tf32(float (&d)[4], const uint32_t (&a)[4], const uint32_t (&b)[2]) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+    asm("mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, "
+        "{%0, %1, %2, %3};\n"
+        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
+#endif
+}
+
+__device__ inline uint32_t tf32_bits(float x) {
+    return __float_as_uint(tf32(x));
+}
+
+// out = a b over a TilesM x TilesN grid of 16 x 16 tiles and K = 8 KSteps, a(r, k) = a[r ARow + k ACol] and
+// b(k, n) = b[k BRow + n BCol] in shared memory, the tiles dealt to the CTA's warps in turn (as tile_products).
+// store(r, c, x0, x1) takes the elements (r, c) and (r, c + 1) of the product, c even. Every element's sum runs over
+// k in 8-wide blocks in order, as wmma's m16n16k8 does, with the same TF32 rounding of both operands.
+template <int TilesM, int TilesN, int KSteps, int ARow, int ACol, int BRow, int BCol, typename Store>
+__device__ inline void shared_tile_products(const float * a, const float * b, Store store) {
+    const int lane = int(threadIdx.x) % 32, warp = int(threadIdx.x) / 32, warps = int(blockDim.x) / 32;
+    const int group = lane / 4, t = lane % 4;
+    for (int tile = warp; tile < TilesM * TilesN; tile += warps) {
+        const int     tm = tile / TilesN, tn = tile % TilesN;
+        const float * at = a + (tm * 16 + group) * ARow + t * ACol;
+        const float * bt = b + t * BRow + (tn * 16 + group) * BCol;
+        float         acc[2][4] = {};
+#pragma unroll
+        for (int kk = 0; kk < KSteps; ++kk) {
+            const uint32_t af[4] = {
+                tf32_bits(at[kk * 8 * ACol]), tf32_bits(at[8 * ARow + kk * 8 * ACol]),
+                tf32_bits(at[(kk * 8 + 4) * ACol]), tf32_bits(at[8 * ARow + (kk * 8 + 4) * ACol])};
+#pragma unroll
+            for (int half = 0; half < 2; ++half) {
+                const uint32_t bf[2] = {tf32_bits(bt[kk * 8 * BRow + half * 8 * BCol]),
+                                        tf32_bits(bt[(kk * 8 + 4) * BRow + half * 8 * BCol])};
+                mma_16x8x8_tf32(acc[half], af, bf);
+            }
+        }
+#pragma unroll
+        for (int half = 0; half < 2; ++half) {
+            const int r = tm * 16 + group, col = tn * 16 + half * 8 + 2 * t;
+            store(r, col, acc[half][0], acc[half][1]);
+            store(r + 8, col, acc[half][2], acc[half][3]);
+        }
+    }
+}
+
+// Step 3d's prep pass: the record of chunked_gdn_tc_prep, value for value (the same expressions in the same order),
+// with the products of shared_tile_products, the causal masks and decays applied where K K^T and Q K^T are stored
+// (no second pass over A and no read-back of QKm from the record), and e^{G_r}, e^{G_last - G_r} computed once per row.
+template <int Pad>
+__global__ void __launch_bounds__(kPrepThreads) chunked_gdn_tc_prep_mma(GdnParams p, float * records, int sabotage) {
+    constexpr int LS = Rows<Pad>::S, LC = Rows<Pad>::C;
+    extern __shared__ __align__(128) unsigned char shared_prep[];
+    PrepShared<Pad> & sh = *reinterpret_cast<PrepShared<Pad> *>(shared_prep);
+    const int         c = int(blockIdx.x), h = int(blockIdx.y), b = int(blockIdx.z);
+    const int         tid = int(threadIdx.x), nthr = int(blockDim.x);
+    const int         t0 = c * kC, L = p.T - t0 < kC ? p.T - t0 : kC;
+    float *           rec = records + record_index(p, b, h, c) * Record::floats;
+
+    stage_prep_inputs(p, sh, b, h, t0, L);
+    __syncthreads();
+    if (tid < 32) {
+        scan_gates(sh, tid);
+        __syncwarp();
+        for (int r = tid; r < kC; r += 32) {
+            sh.row_q[r]    = expf(float(sh.G[r]));
+            sh.row_kend[r] = expf(float(sh.G[L - 1] - sh.G[r]));
+        }
+    }
+    __syncthreads();  // G and the row factors, read where the products are stored
+
+    // A = beta_s e^{G_s - G_m} (K K^T)_sm for m < s < L, else 0, into shared memory
+    shared_tile_products<4, 4, kS / 8, LS, 1, 1, LS>(sh.k, sh.k, [&](int s, int m, float x0, float x1) {
+        const float a0 = m < s && s < L ? sh.beta[s] * expf(float(sh.G[s] - sh.G[m])) * x0 : 0.0f;
+        const float a1 = m + 1 < s && s < L ? sh.beta[s] * expf(float(sh.G[s] - sh.G[m + 1])) * x1 : 0.0f;
+        *reinterpret_cast<float2 *>(&sh.a[s * LC + m]) = make_float2(a0, a1);
+    });
+    // QKm = e^{G_r - G_s} (Q K^T)_rs for s <= r < L, else 0, into the record
+    shared_tile_products<4, 4, kS / 8, LS, 1, 1, LS>(sh.qb, sh.k, [&](int r, int s, float x0, float x1) {
+        const float d0 = s <= r && r < L ? expf(float(sh.G[r] - sh.G[s])) : 0.0f;
+        const float d1 = s + 1 <= r && r < L ? expf(float(sh.G[r] - sh.G[s + 1])) : 0.0f;
+        *reinterpret_cast<float2 *>(rec + Record::QKm + r * kC + s) = make_float2(d0 * x0, d1 * x1);
+    });
+    for (int r = tid; r < kC; r += nthr) {
+        reinterpret_cast<double *>(rec + Record::G)[r] = sh.G[r];
+        rec[Record::eG + r] = r < L ? float(exp(sh.G[r])) : 0.0f;
+    }
+    for (int idx = tid; idx < kC * kS; idx += nthr) {
+        const int  r = idx / kS, i = idx % kS;
+        const bool real_row = r < L;
+        rec[Record::Qe + idx]   = real_row ? sh.row_q[r] * sh.qb[r * LS + i] : 0.0f;
+        rec[Record::Kend + idx] = real_row ? tf32(sh.row_kend[r] * sh.k[r * LS + i]) : 0.0f;  // rounded, as step 3b
+    }
+    __syncthreads();  // the queries are read (qb is free: the solve's scratch) and A is stored
+
+    // P = (I + A)^-1 by 16 x 16 blocks, then the keys scaled into qb
+    invert_unit_lower_blocked(sh.a, sh.pinv, sh.qb, tid, nthr, fusekit_gdn::CtaBarrier{}, 0, LC);
+    for (int idx = tid; idx < kC * kS; idx += nthr) {
+        const int r = idx / kS, i = idx % kS;
+        sh.qb[r * LS + i] = r < L ? sh.beta[r] * sh.row_q[r] * sabotage_factor(sh, r, sabotage) * sh.k[r * LS + i] : 0.0f;
+    }
+    __syncthreads();
+
+    // W = P (diag(beta e^G f) K), stored in TF32 (as step 3b)
+    shared_tile_products<4, kS / 16, kC / 8, LC, 1, LS, 1>(sh.pinv, sh.qb, [&](int r, int col, float x0, float x1) {
+        *reinterpret_cast<float2 *>(rec + Record::W + r * kS + col) = make_float2(tf32(x0), tf32(x1));
+    });
+    __syncthreads();
+    stage_scaled_values(p, sh, b, h, t0, L, sabotage);
+    __syncthreads();
+    // U0 = P (diag(beta f) V)
+    shared_tile_products<4, kS / 16, kC / 8, LC, 1, LS, 1>(sh.pinv, sh.qb, [&](int r, int col, float x0, float x1) {
+        *reinterpret_cast<float2 *>(rec + Record::U0 + r * kS + col) = make_float2(x0, x1);
+    });
 }
 
 // Pieces both state kernels share (step 2a's state pass and step 2b's chain), for a slice of N value columns.

@@ -238,6 +238,32 @@ def test_chunked_gdn_table_adds_a_column_per_step_3c_output_pass_after_the_chain
     assert "step 3c: step 2c's prep pass and chain, then another output pass" in table.caption
 
 
+def test_chunked_gdn_table_shows_step_3d_prep_alone_and_whole_by_their_own_keys() -> None:
+    """Step 3d's two rows: the prep pass timed alone (prep_median_us) and the three passes timed whole (median_us);
+    each column shows its own time, never the other key, and a failed check strikes it out."""
+    data, step_1 = _chunked_gdn("h200-2026-12-02-session15-step2c-gluq8")
+    alone = {
+        "what": step_1[0]["what"] + " (step 3d, prep pass alone, on mma.sync from shared memory)",
+        "prep_median_us": 55.5,
+        "ok": True,
+        "ctas_per_sm": 2,
+    }
+    whole = {
+        "what": step_1[0]["what"] + " (step 3d, whole, with the output of 64 columns, A in batches of 4)",
+        "median_us": 131.0,
+        "ok": False,
+        "ctas_per_sm": 2,
+    }
+    table = chunked_gdn_table("chunked-gdn-standalone.json", {**data, "cases": [*data["cases"], alone, whole]})
+    assert table is not None
+    assert table.headers[-2:] == [
+        "step 3d: prep pass alone, on mma.sync from shared memory (2 CTA per SM)",
+        "step 3d: whole, with the output of 64 columns, A in batches of 4 (2 CTA per SM)",
+    ]
+    assert table.rows[0][-2:] == ["55.50", "~~131.00~~"]
+    assert "step 3d: the prep pass on mma.sync" in table.caption
+
+
 def test_glu_handoff_table_sets_each_hand_off_against_the_gemv_alone() -> None:
     """The shape kernels/glu_handoff_check.cu writes: the GEMV alone first, a cluster variant the device could not
     launch, and one whose q8_1 blocks came out wrong (its time struck out, never read as a result)."""
