@@ -87,11 +87,12 @@ template <int N> void launch_two_pass(const GdnParams & p, float * records, int 
 // pass over every chunk; states holds fusekit_gdn_tc::states_floats floats. Pad: the shared rows' padding of all
 // three (kPadNone as measured in session 14; kPadBanks, step 2c, against bank conflicts).
 // Buffers and Threads: step 2d's chain variants (1 or 2 operand buffers, 8 or 16 warps); the defaults are step 2c's.
-template <int N, int Pad, int Buffers = 2, int Threads = fusekit_gdn_tc::kStateThreads>
+// Mma: step 3e's chain (its products on mma.sync from shared memory).
+template <int N, int Pad, int Buffers = 2, int Threads = fusekit_gdn_tc::kStateThreads, bool Mma = false>
 void launch_chain(const GdnParams & p, float * records, float * states) {
     using namespace fusekit_gdn_tc;
     const dim3 chain_grid(unsigned(kS / N), unsigned(p.H_v), unsigned(p.B));
-    chunked_gdn_tc_chain<N, Pad, Buffers, Threads>
+    chunked_gdn_tc_chain<N, Pad, Buffers, Threads, Mma>
         <<<chain_grid, Threads, chain_shared_bytes<N, Pad, Buffers>()>>>(p, records, states);
 }
 // The output pass with Cols value columns per CTA and its A fragments loaded ABatch at a time (step 3c; the defaults
@@ -111,9 +112,10 @@ void launch_split(const GdnParams & p, float * records, float * states, int sabo
 }
 
 // A chain's shared memory above the default 48 KB.
-template <int N, int Pad, int Buffers = 2, int Threads = fusekit_gdn_tc::kStateThreads> void allow_chain_shared_memory() {
+template <int N, int Pad, int Buffers = 2, int Threads = fusekit_gdn_tc::kStateThreads, bool Mma = false>
+void allow_chain_shared_memory() {
     using namespace fusekit_gdn_tc;
-    CHECK(cudaFuncSetAttribute(chunked_gdn_tc_chain<N, Pad, Buffers, Threads>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+    CHECK(cudaFuncSetAttribute(chunked_gdn_tc_chain<N, Pad, Buffers, Threads, Mma>, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                int(chain_shared_bytes<N, Pad, Buffers>())));
 }
 
@@ -127,30 +129,34 @@ template <int Pad> void allow_shared_memory() {
                                int(output_shared_bytes<Pad>())));
 }
 
-// Step 2d: the padded prep and output passes around one chain variant.
-template <int N, int Buffers, int Threads> struct ChainVariant {
+// Step 2d: the padded prep and output passes around one chain variant; step 3e: around step 2c's chain with its
+// products on mma.sync (Mma).
+template <int N, int Buffers, int Threads, bool Mma = false> struct ChainVariant {
     static constexpr int          Pad   = fusekit_gdn_tc::kPadBanks;
-    static constexpr const char * kStep = "step 2d";
+    static constexpr const char * kStep = Mma ? "step 3e" : "step 2d";
     static constexpr const char * kPass = "chain";
     static constexpr const char * kKey  = "chain_median_us";
-    static void allow() { allow_chain_shared_memory<N, Pad, Buffers, Threads>(); }
+    static void allow() { allow_chain_shared_memory<N, Pad, Buffers, Threads, Mma>(); }
     static int  ctas_per_sm() {
         using namespace fusekit_gdn_tc;
         int ctas = 0;
-        CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&ctas, chunked_gdn_tc_chain<N, Pad, Buffers, Threads>, Threads,
-                                                            chain_shared_bytes<N, Pad, Buffers>()));
+        CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&ctas, chunked_gdn_tc_chain<N, Pad, Buffers, Threads, Mma>,
+                                                            Threads, chain_shared_bytes<N, Pad, Buffers>()));
         return ctas;
     }
     static void timed(const GdnParams & p, float * records, float * states) {
-        launch_chain<N, Pad, Buffers, Threads>(p, records, states);
+        launch_chain<N, Pad, Buffers, Threads, Mma>(p, records, states);
     }
     static void split(const GdnParams & p, float * records, float * states, int sabotage) {
-        launch_split<Pad, N, Buffers, Threads>(p, records, states, sabotage);
+        launch_prep<Pad>(p, records, sabotage);
+        launch_chain<N, Pad, Buffers, Threads, Mma>(p, records, states);
+        launch_output<Pad>(p, records, states);
     }
 };
 using Chain16Warps   = ChainVariant<32, 2, 512>;  // the new state's 16 tiles one per warp
 using Chain16Columns = ChainVariant<16, 1, 256>;  // 16 columns, one buffer: 86 KB, two CTAs per SM, 256 CTAs
 using Chain16Both    = ChainVariant<16, 1, 512>;
+using ChainMma       = ChainVariant<32, 2, fusekit_gdn_tc::kStateThreads, true>;  // step 2c's shape on mma.sync
 
 // Step 3c: step 2c's prep pass and chain, then an output pass with Cols value columns per CTA, its A fragments loaded
 // ABatch at a time.
@@ -184,8 +190,9 @@ using OutputBatched   = OutputVariant<128, 4>;  // all columns, 4 A fragments in
 using Output64Columns = OutputVariant<64, 4>;   // 52 KB: up to 4 CTAs per SM, twice the CTAs
 using Output32Columns = OutputVariant<32, 4>;   // 28 KB, four times the CTAs, each Qe / QKm fragment read 4 times
 
-// Step 3d: step 3d's prep pass, step 2c's chain, then the output pass with Cols columns and ABatch (step 2c's by
-// default); timed: the prep pass alone, or with Whole the three passes.
+// Step 3d: step 3d's prep pass, a chain (step 2c's, or with Whole step 3e's), then the output pass with Cols columns
+// and ABatch (step 2c's by default); timed: the prep pass alone, or with Whole the three passes (what the glue runs
+// with patches/experiments/fusion-4-step3d.patch).
 template <int Cols, int ABatch, bool Whole> struct PrepVariant {
     static constexpr int          Pad   = fusekit_gdn_tc::kPadBanks;
     static constexpr const char * kStep = "step 3d";
@@ -207,7 +214,7 @@ template <int Cols, int ABatch, bool Whole> struct PrepVariant {
     }
     static void split(const GdnParams & p, float * records, float * states, int sabotage) {
         launch_prep_mma<Pad>(p, records, sabotage);
-        launch_chain<32, Pad>(p, records, states);
+        launch_chain<32, Pad, 2, fusekit_gdn_tc::kStateThreads, Whole>(p, records, states);
         launch_output<Pad, Cols, ABatch>(p, records, states);
     }
     static void timed(const GdnParams & p, float * records, float * states) {
@@ -272,6 +279,7 @@ int main(int argc, char ** argv) {
     Chain16Both::allow();
     std::printf("step 2d chains: 32 columns, 16 warps: %d CTA(s) per SM; 16 columns, one buffer: %d; the same, 16 warps: %d\n",
                 Chain16Warps::ctas_per_sm(), Chain16Columns::ctas_per_sm(), Chain16Both::ctas_per_sm());
+    ChainMma::allow();
     OutputBatched::allow();
     Output64Columns::allow();
     Output32Columns::allow();
@@ -434,11 +442,12 @@ int main(int argc, char ** argv) {
         pass_variant(Chain16Warps{}, "chain of 16 warps");
         pass_variant(Chain16Columns{}, "chain of 16 columns, one buffer");
         pass_variant(Chain16Both{}, "chain of 16 columns, one buffer, 16 warps");
+        pass_variant(ChainMma{}, "chain on mma.sync from shared memory");
         pass_variant(OutputBatched{}, "output of 128 columns, A in batches of 4");
         pass_variant(Output64Columns{}, "output of 64 columns, A in batches of 4");
         pass_variant(Output32Columns{}, "output of 32 columns, A in batches of 4");
         pass_variant(PrepMma{}, "prep pass alone, on mma.sync from shared memory");
-        pass_variant(PrepMmaOutput64{}, "whole, with the output of 64 columns, A in batches of 4");
+        pass_variant(PrepMmaOutput64{}, "whole, with step 3e's chain and the output of 64 columns, A in batches of 4");
         CHECK(cudaFree(d_states));
         CHECK(cudaFree(d_records));
         for (const float * d : {p.q, p.k, p.v, p.g, p.beta, p.state}) {

@@ -23,9 +23,9 @@ constexpr int kChainColumns = 32;  // value columns per chain CTA (177 KB of sha
 // Shared-memory rows padded against bank conflicts (after session 14; the standalone program times both layouts)
 constexpr int kPad = fusekit_gdn_tc::kPadBanks;
 
-// Step 3d's prep pass (chunked_gdn_tc_prep_mma: mma.sync from shared memory) and step 3c's output pass of 64 value
-// columns per CTA, A fragments in batches of 4. Off in fusion-4 itself until measured through ggml;
-// patches/experiments/fusion-4-step3d.patch turns them on.
+// Step 3d's prep pass (chunked_gdn_tc_prep_mma: mma.sync from shared memory), step 3e's chain (its products the
+// same way) and step 3c's output pass of 64 value columns per CTA, A fragments in batches of 4. Off in fusion-4 itself
+// until measured through ggml; patches/experiments/fusion-4-step3d.patch turns them on.
 constexpr bool kStep3d        = false;
 constexpr int  kOutputColumns = kStep3d ? 64 : fusekit_gdn_tc::kS;
 constexpr int  kOutputBatch   = kStep3d ? 4 : 1;
@@ -44,8 +44,8 @@ void allow_shared_memory(int device) {
     using namespace fusekit_gdn_tc;
     CUDA_CHECK(cudaFuncSetAttribute(kStep3d ? chunked_gdn_tc_prep_mma<kPad> : chunked_gdn_tc_prep<kPad>,
                                     cudaFuncAttributeMaxDynamicSharedMemorySize, int(prep_shared_bytes<kPad>())));
-    CUDA_CHECK(cudaFuncSetAttribute(chunked_gdn_tc_chain<kChainColumns, kPad>, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                    int(chain_shared_bytes<kChainColumns, kPad>())));
+    CUDA_CHECK(cudaFuncSetAttribute(chunked_gdn_tc_chain<kChainColumns, kPad, 2, kStateThreads, kStep3d>,
+                                    cudaFuncAttributeMaxDynamicSharedMemorySize, int(chain_shared_bytes<kChainColumns, kPad>())));
     CUDA_CHECK(cudaFuncSetAttribute(chunked_gdn_tc_output<kPad, kOutputColumns, kOutputBatch>,
                                     cudaFuncAttributeMaxDynamicSharedMemorySize,
                                     int(output_shared_bytes<kPad, kOutputColumns>())));
@@ -116,8 +116,8 @@ bool fusekit_chunked_gdn_try(ggml_backend_cuda_context & ctx, const ggml_tensor 
     } else {
         chunked_gdn_tc_prep<kPad><<<chunk_grid, kPrepThreads, prep_shared_bytes<kPad>(), stream>>>(p, records.get(), sabotage);
     }
-    chunked_gdn_tc_chain<kChainColumns, kPad><<<chain_grid, kStateThreads, chain_shared_bytes<kChainColumns, kPad>(), stream>>>(
-        p, records.get(), states.get());
+    chunked_gdn_tc_chain<kChainColumns, kPad, 2, kStateThreads, kStep3d>
+        <<<chain_grid, kStateThreads, chain_shared_bytes<kChainColumns, kPad>(), stream>>>(p, records.get(), states.get());
     chunked_gdn_tc_output<kPad, kOutputColumns, kOutputBatch>
         <<<output_grid, kStateThreads, output_shared_bytes<kPad, kOutputColumns>(), stream>>>(p, records.get(), states.get());
     CUDA_CHECK(cudaGetLastError());

@@ -685,35 +685,38 @@ __device__ inline void mma_16x8x8_tf32(float (&d)[4], const uint32_t (&a)[4], co
 #endif
 }
 
-__device__ inline uint32_t tf32_bits(float x) {
-    return __float_as_uint(tf32(x));
+// acc (a 16 x 16 tile as two m16n8 C fragments) += a b over K = 8 KSteps, a(r, k) = at[r ARow + k ACol] and
+// b(k, n) = bt[k BRow + n BCol] in shared memory, at and bt already offset to the lane's first element (row group of
+// a, column group of b, k = t). RoundA / RoundB false: that operand is stored in TF32 already (rounding is
+// idempotent: the same values). Every element's sum runs over k in 8-wide blocks in order, as wmma's m16n16k8 does.
+template <int KSteps, int ARow, int ACol, int BRow, int BCol, bool RoundA = true, bool RoundB = true>
+__device__ inline void mma_tile_16x16(const float * at, const float * bt, float (&acc)[2][4]) {
+    auto bits = [](float x, bool round) { return __float_as_uint(round ? tf32(x) : x); };
+#pragma unroll
+    for (int kk = 0; kk < KSteps; ++kk) {
+        const uint32_t af[4] = {bits(at[kk * 8 * ACol], RoundA), bits(at[8 * ARow + kk * 8 * ACol], RoundA),
+                                bits(at[(kk * 8 + 4) * ACol], RoundA), bits(at[8 * ARow + (kk * 8 + 4) * ACol], RoundA)};
+#pragma unroll
+        for (int half = 0; half < 2; ++half) {
+            const uint32_t bf[2] = {bits(bt[kk * 8 * BRow + half * 8 * BCol], RoundB),
+                                    bits(bt[(kk * 8 + 4) * BRow + half * 8 * BCol], RoundB)};
+            mma_16x8x8_tf32(acc[half], af, bf);
+        }
+    }
 }
 
 // out = a b over a TilesM x TilesN grid of 16 x 16 tiles and K = 8 KSteps, a(r, k) = a[r ARow + k ACol] and
 // b(k, n) = b[k BRow + n BCol] in shared memory, the tiles dealt to the CTA's warps in turn (as tile_products).
-// store(r, c, x0, x1) takes the elements (r, c) and (r, c + 1) of the product, c even. Every element's sum runs over
-// k in 8-wide blocks in order, as wmma's m16n16k8 does, with the same TF32 rounding of both operands.
-template <int TilesM, int TilesN, int KSteps, int ARow, int ACol, int BRow, int BCol, typename Store>
+// store(r, c, x0, x1) takes the elements (r, c) and (r, c + 1) of the product, c even.
+template <int TilesM, int TilesN, int KSteps, int ARow, int ACol, int BRow, int BCol, bool RoundA = true, typename Store>
 __device__ inline void shared_tile_products(const float * a, const float * b, Store store) {
     const int lane = int(threadIdx.x) % 32, warp = int(threadIdx.x) / 32, warps = int(blockDim.x) / 32;
     const int group = lane / 4, t = lane % 4;
     for (int tile = warp; tile < TilesM * TilesN; tile += warps) {
-        const int     tm = tile / TilesN, tn = tile % TilesN;
-        const float * at = a + (tm * 16 + group) * ARow + t * ACol;
-        const float * bt = b + t * BRow + (tn * 16 + group) * BCol;
-        float         acc[2][4] = {};
-#pragma unroll
-        for (int kk = 0; kk < KSteps; ++kk) {
-            const uint32_t af[4] = {
-                tf32_bits(at[kk * 8 * ACol]), tf32_bits(at[8 * ARow + kk * 8 * ACol]),
-                tf32_bits(at[(kk * 8 + 4) * ACol]), tf32_bits(at[8 * ARow + (kk * 8 + 4) * ACol])};
-#pragma unroll
-            for (int half = 0; half < 2; ++half) {
-                const uint32_t bf[2] = {tf32_bits(bt[kk * 8 * BRow + half * 8 * BCol]),
-                                        tf32_bits(bt[(kk * 8 + 4) * BRow + half * 8 * BCol])};
-                mma_16x8x8_tf32(acc[half], af, bf);
-            }
-        }
+        const int tm = tile / TilesN, tn = tile % TilesN;
+        float     acc[2][4] = {};
+        mma_tile_16x16<KSteps, ARow, ACol, BRow, BCol, RoundA>(a + (tm * 16 + group) * ARow + t * ACol,
+                                                               b + t * BRow + (tn * 16 + group) * BCol, acc);
 #pragma unroll
         for (int half = 0; half < 2; ++half) {
             const int r = tm * 16 + group, col = tn * 16 + half * 8 + 2 * t;
@@ -829,6 +832,53 @@ template <int N> __device__ inline void store_state_tiles(float * s0, int ld, co
     for (int n = 0, tile = warp; tile < (kS / 16) * (N / 16); tile += warps, ++n) {
         const int tm = tile / (N / 16), tn = tile % (N / 16);
         wmma::store_matrix_sync(s0 + tm * 16 * ld + tn * 16, next[n], ld, wmma::mem_row_major);
+    }
+}
+
+// Step 3e: next_state_tiles and store_state_tiles on mma.sync from shared memory (rows LS apart for Kend, LN for S0
+// and U): each of the warp's tiles as two m16n8 C fragments, started from e^{G_last} S0 and accumulated over the
+// chunk's tokens in order, as next_state_tiles does.
+template <int N, int LS, int LN>
+__device__ inline void next_state_tiles_mma(const float * kend, const float * s0, const float * u, float decay,
+                                            float (*next)[2][4]) {
+    const int warp = int(threadIdx.x) / 32, warps = int(blockDim.x) / 32, group = int(threadIdx.x) % 32 / 4;
+    const int t = int(threadIdx.x) % 4;
+#pragma unroll
+    for (int n = 0; n < state_tiles_per_warp<N>(); ++n) {
+        const int tile = warp + n * warps;
+        if (tile >= (kS / 16) * (N / 16)) {
+            break;
+        }
+        const int tm = tile / (N / 16), tn = tile % (N / 16), r = tm * 16 + group, col = tn * 16 + 2 * t;
+#pragma unroll
+        for (int half = 0; half < 2; ++half) {
+            const float2 top = *reinterpret_cast<const float2 *>(&s0[r * LN + col + half * 8]);
+            const float2 low = *reinterpret_cast<const float2 *>(&s0[(r + 8) * LN + col + half * 8]);
+            next[n][half][0] = top.x * decay;
+            next[n][half][1] = top.y * decay;
+            next[n][half][2] = low.x * decay;
+            next[n][half][3] = low.y * decay;
+        }
+        // A = Kend^T (Kend's rows read as columns, stored in TF32 by the prep pass), B = U
+        mma_tile_16x16<kC / 8, 1, LS, LN, 1, false>(kend + r + t * LS, u + t * LN + tn * 16 + group, next[n]);
+    }
+}
+
+template <int N, int LN> __device__ inline void store_state_tiles_mma(float * s0, const float (*next)[2][4]) {
+    const int warp = int(threadIdx.x) / 32, warps = int(blockDim.x) / 32, group = int(threadIdx.x) % 32 / 4;
+    const int t = int(threadIdx.x) % 4;
+#pragma unroll
+    for (int n = 0; n < state_tiles_per_warp<N>(); ++n) {
+        const int tile = warp + n * warps;
+        if (tile >= (kS / 16) * (N / 16)) {
+            break;
+        }
+        const int tm = tile / (N / 16), tn = tile % (N / 16), r = tm * 16 + group, col = tn * 16 + 2 * t;
+#pragma unroll
+        for (int half = 0; half < 2; ++half) {
+            *reinterpret_cast<float2 *>(&s0[r * LN + col + half * 8])       = make_float2(next[n][half][0], next[n][half][1]);
+            *reinterpret_cast<float2 *>(&s0[(r + 8) * LN + col + half * 8]) = make_float2(next[n][half][2], next[n][half][3]);
+        }
     }
 }
 
@@ -961,9 +1011,11 @@ template <int N, int Pad, int Buffers = 2> struct ChainShared {
     float u[kC * LN];                        // U[s][jj]
 };
 
-// Threads: 256 (8 warps, step 2c) or 512 (16 warps: the tiles of the new state spread over twice the warps). The
-// defaults are step 2c's chain, the one the glue launches; the standalone program times the others (step 2d).
-template <int N, int Pad, int Buffers = 2, int Threads = kStateThreads>
+// Threads: 256 (8 warps, step 2c) or 512 (16 warps: the tiles of the new state spread over twice the warps). Mma: the
+// two products on mma.sync from shared memory (step 3e, as step 3d's prep pass), the new state's accumulators held in
+// m16n8 C fragments; the same values in the same order. The defaults are step 2c's chain, the one the glue launches;
+// the standalone program times the others (steps 2d, 3e).
+template <int N, int Pad, int Buffers = 2, int Threads = kStateThreads, bool Mma = false>
 __global__ void __launch_bounds__(Threads) chunked_gdn_tc_chain(GdnParams p, float * records, float * states) {
     static_assert(Buffers == 1 || Buffers == 2, "one buffer, or two for the next chunk's operands");
     using Shared = ChainShared<N, Pad, Buffers>;
@@ -1034,21 +1086,34 @@ __global__ void __launch_bounds__(Threads) chunked_gdn_tc_chain(GdnParams p, flo
             const int i = idx / N, jj = idx % N;
             st[i * kS + jj] = sh.s0[i * LN + jj];
         }
-        tile_products<FragA, FragB, false>(
-            4, N / 16, kS / 8, [&](int tm, int kk) { return sh.w[buf] + tm * 16 * LS + kk * 8; }, LS,
-            [&](int kk, int tn) { return sh.s0 + kk * 8 * LN + tn * 16; }, LN, [&](int tm, int tn, FragAcc & ws) {
-                FragAcc u0;
-                wmma::load_matrix_sync(u0, sh.u0[buf] + tm * 16 * LN + tn * 16, LN, wmma::mem_row_major);
-                for (int e = 0; e < u0.num_elements; ++e) {
-                    u0.x[e] -= ws.x[e];
-                }
-                wmma::store_matrix_sync(sh.u + tm * 16 * LN + tn * 16, u0, LN, wmma::mem_row_major);
-            });
+        if constexpr (Mma) {
+            shared_tile_products<4, N / 16, kS / 8, LS, 1, LN, 1, false>(
+                sh.w[buf], sh.s0, [&](int r, int col, float x0, float x1) {
+                    const float2 u0 = *reinterpret_cast<const float2 *>(&sh.u0[buf][r * LN + col]);
+                    *reinterpret_cast<float2 *>(&sh.u[r * LN + col]) = make_float2(u0.x - x0, u0.y - x1);
+                });
+        } else {
+            tile_products<FragA, FragB, false>(
+                4, N / 16, kS / 8, [&](int tm, int kk) { return sh.w[buf] + tm * 16 * LS + kk * 8; }, LS,
+                [&](int kk, int tn) { return sh.s0 + kk * 8 * LN + tn * 16; }, LN, [&](int tm, int tn, FragAcc & ws) {
+                    FragAcc u0;
+                    wmma::load_matrix_sync(u0, sh.u0[buf] + tm * 16 * LN + tn * 16, LN, wmma::mem_row_major);
+                    for (int e = 0; e < u0.num_elements; ++e) {
+                        u0.x[e] -= ws.x[e];
+                    }
+                    wmma::store_matrix_sync(sh.u + tm * 16 * LN + tn * 16, u0, LN, wmma::mem_row_major);
+                });
+        }
         __syncthreads();
 
         // the new state's tiles, held in registers until every warp is done reading S0 and U
-        FragAcc next[state_tiles_per_warp<N>()];
-        next_state_tiles<N>(sh.kend[buf], LS, sh.s0, sh.u, LN, decay, next);
+        FragAcc next[Mma ? 1 : state_tiles_per_warp<N>()];
+        float   next_mma[Mma ? state_tiles_per_warp<N>() : 1][2][4];
+        if constexpr (Mma) {
+            next_state_tiles_mma<N, LS, LN>(sh.kend[buf], sh.s0, sh.u, decay, next_mma);
+        } else {
+            next_state_tiles<N>(sh.kend[buf], LS, sh.s0, sh.u, LN, decay, next);
+        }
         // U over the record's U0 (this slice's columns), and the snapshot slots of the sequence's last K tokens but
         // the chunk's last, which is the new state (copied below)
         for (int idx = tid; idx < kC * N; idx += nthr) {
@@ -1057,7 +1122,11 @@ __global__ void __launch_bounds__(Threads) chunked_gdn_tc_chain(GdnParams p, flo
         }
         write_snapshot_slices<N, Threads>(p, b, h, j0, t0, L - 1, G, sh.s0, sh.u, LN);
         __syncthreads();  // S0, U and buffer buf are read; the new state replaces S0
-        store_state_tiles<N>(sh.s0, LN, next);
+        if constexpr (Mma) {
+            store_state_tiles_mma<N, LN>(sh.s0, next_mma);
+        } else {
+            store_state_tiles<N>(sh.s0, LN, next);
+        }
         if (const int last_slot = p.T - t0 - L; last_slot < p.K) {  // the same for every thread of the CTA
             __syncthreads();
             write_state_snapshot<N>(p, b, h, j0, last_slot, sh.s0, LN);

@@ -188,7 +188,7 @@ ncu_chunked_gdn() {
   local metrics=l1tex__data_bank_conflicts_pipe_lsu_mem_shared_op_ld.sum,l1tex__data_bank_conflicts_pipe_lsu_mem_shared_op_st.sum
   metrics+=,smsp__inst_executed_op_shared_ld.sum,smsp__inst_executed_op_shared_st.sum
   # --clock-control none: ncu's default locks the SM clock to base while it profiles, and we never change clocks
-  timeout 300 "$ncu" --clock-control none -f -o /tmp/ncu-chunked-gdn -k regex:chunked_gdn_tc_ --section SpeedOfLight --section Occupancy \
+  timeout "${NCU_TIMEOUT:-420}" "$ncu" --clock-control none -f -o /tmp/ncu-chunked-gdn -k regex:chunked_gdn_tc_ --section SpeedOfLight --section Occupancy \
     --section WarpStateStats --section LaunchStats --section SourceCounters --metrics "$metrics" "$program" --once \
     >"$B/logs/ncu-chunked-gdn.log" 2>&1 || { tail -n 5 "$B/logs/ncu-chunked-gdn.log"; return 0; }
   "$ncu" --import /tmp/ncu-chunked-gdn.ncu-rep --csv --page details >"$B/results/ncu-chunked-gdn.csv" 2>>"$B/logs/ncu-chunked-gdn.log" \
@@ -198,8 +198,8 @@ ncu_chunked_gdn() {
   "$ncu" --import /tmp/ncu-chunked-gdn.ncu-rep --csv --page raw >"$B/results/ncu-chunked-gdn-raw.csv" \
     2>>"$B/logs/ncu-chunked-gdn.log" || tail -n 5 "$B/logs/ncu-chunked-gdn.log"
   # (gzipped: one SASS listing per profiled launch; after session 17 the prep pass, now the largest of the three, and
-  # the output passes of step 3c; the chain met its prediction)
-  "$ncu" --import /tmp/ncu-chunked-gdn.ncu-rep --csv --page source --print-source sass -k regex:'chunked_gdn_tc_(prep|output)' \
+  # the output passes of step 3c; after session 18 the chains too: step 2c's held its state tiles in local memory)
+  "$ncu" --import /tmp/ncu-chunked-gdn.ncu-rep --csv --page source --print-source sass -k regex:'chunked_gdn_tc_(prep|output|chain)' \
     2>>"$B/logs/ncu-chunked-gdn.log" | gzip -c >"$B/results/ncu-chunked-gdn-sass.csv.gz" || tail -n 5 "$B/logs/ncu-chunked-gdn.log"
 }
 
@@ -394,10 +394,10 @@ case "$STEP" in
     ;;
   kernels)  # standalone kernels not (yet) in the stack: fusion-4's passes, the conv window of fusion-2-conv-window,
     # the GLU output's q8_1 hand-offs (#7); check, sabotage, timing of each; then fla's chunked kernel at fusion-4's
-    # shapes (its reference)
+    # shapes (its reference). KERNEL_PROGRAMS="chunked_gdn" runs only those programs (kernels/<name>_check.cu)
     use_fusekit
     smi kernels
-    for program in chunked_gdn conv_window glu_handoff; do
+    for program in ${KERNEL_PROGRAMS:-chunked_gdn conv_window glu_handoff}; do
       name=${program//_/-}
       nvcc -O3 -std=c++17 -arch=sm_90 -lineinfo -I"$REPO/kernels" -o "$B/bin/${program}_check" "$REPO/kernels/${program}_check.cu" \
         >"$B/logs/nvcc-$name.log" 2>&1 || { tail -n 20 "$B/logs/nvcc-$name.log"; continue; }

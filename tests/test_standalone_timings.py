@@ -240,8 +240,15 @@ def test_chunked_gdn_table_adds_a_column_per_step_3c_output_pass_after_the_chain
 
 def test_chunked_gdn_table_shows_step_3d_prep_alone_and_whole_by_their_own_keys() -> None:
     """Step 3d's two rows: the prep pass timed alone (prep_median_us) and the three passes timed whole (median_us);
-    each column shows its own time, never the other key, and a failed check strikes it out."""
+    each column shows its own time, never the other key, and a failed check strikes it out. Step 3e's chain row
+    comes before them, by its chain time."""
     data, step_1 = _chunked_gdn("h200-2026-12-02-session15-step2c-gluq8")
+    chain = {
+        "what": step_1[0]["what"] + " (step 3e, chain on mma.sync from shared memory)",
+        "chain_median_us": 41.0,
+        "prep_median_us": 999.0,  # not this row's time
+        "ok": True,
+    }
     alone = {
         "what": step_1[0]["what"] + " (step 3d, prep pass alone, on mma.sync from shared memory)",
         "prep_median_us": 55.5,
@@ -254,13 +261,14 @@ def test_chunked_gdn_table_shows_step_3d_prep_alone_and_whole_by_their_own_keys(
         "ok": False,
         "ctas_per_sm": 2,
     }
-    table = chunked_gdn_table("chunked-gdn-standalone.json", {**data, "cases": [*data["cases"], alone, whole]})
+    table = chunked_gdn_table("chunked-gdn-standalone.json", {**data, "cases": [*data["cases"], alone, whole, chain]})
     assert table is not None
-    assert table.headers[-2:] == [
+    assert table.headers[-3:] == [
+        "step 3e chain: chain on mma.sync from shared memory",
         "step 3d: prep pass alone, on mma.sync from shared memory (2 CTA per SM)",
         "step 3d: whole, with the output of 64 columns, A in batches of 4 (2 CTA per SM)",
     ]
-    assert table.rows[0][-2:] == ["55.50", "~~131.00~~"]
+    assert table.rows[0][-3:] == ["41.00", "55.50", "~~131.00~~"]
     assert "step 3d: the prep pass on mma.sync" in table.caption
 
 
