@@ -120,8 +120,8 @@ def _three_pass_columns(label: str, entries: dict[str, dict[str, Any]]) -> tuple
 
 # Experiments around step 2c's passes, each checked whole with one pass replaced and timed: marker in "what" ->
 # (column label, the keys of its time (the first one an entry has), caption). Step 2d replaces the chain ("... (step
-# 2d, chain of 16 warps)"), step 3c the output pass, step 3e the chain (on mma.sync), step 3d the prep pass (timed
-# alone, or whole with step 3e's chain and step 3c's 64-column output pass).
+# 2d, chain of 16 warps)"), step 3c and step 3f (on mma.sync) the output pass, step 3e the chain (on mma.sync), step
+# 3d the prep pass (timed alone, or whole with step 3e's chain and step 3c's 64-column output pass).
 PASS_VARIANTS = {
     " (step 2d, ": (
         "step 2d chain",
@@ -134,6 +134,13 @@ PASS_VARIANTS = {
         ("output_median_us",),
         "step 3c: step 2c's prep pass and chain, then another output pass, each checked whole, its output pass timed "
         "alone (compare with step 2c's output pass)",
+    ),
+    " (step 3f, ": (
+        "step 3f output",
+        ("output_median_us",),
+        "step 3f: step 2c's prep pass and chain, then the output pass with its products on mma.sync (every A element "
+        "loaded up front, S0 and U staged in TF32), checked whole, its output pass timed alone (compare with step "
+        "2c's output pass)",
     ),
     " (step 3e, ": (
         "step 3e chain",

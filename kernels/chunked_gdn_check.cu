@@ -96,12 +96,13 @@ void launch_chain(const GdnParams & p, float * records, float * states) {
         <<<chain_grid, Threads, chain_shared_bytes<N, Pad, Buffers>()>>>(p, records, states);
 }
 // The output pass with Cols value columns per CTA and its A fragments loaded ABatch at a time (step 3c; the defaults
-// are step 2c's pass).
-template <int Pad, int Cols = fusekit_gdn_tc::kS, int ABatch = 1>
+// are step 2c's pass); Mma: step 3f's products on mma.sync.
+template <int Pad, int Cols = fusekit_gdn_tc::kS, int ABatch = 1, bool Mma = false>
 void launch_output(const GdnParams & p, const float * records, const float * states) {
     using namespace fusekit_gdn_tc;
     const dim3 grid(unsigned(chunk_count(p.T) * (kS / Cols)), unsigned(p.H_v), unsigned(p.B));
-    chunked_gdn_tc_output<Pad, Cols, ABatch><<<grid, kStateThreads, output_shared_bytes<Pad, Cols>()>>>(p, records, states);
+    chunked_gdn_tc_output<Pad, Cols, ABatch, Mma>
+        <<<grid, kStateThreads, output_shared_bytes<Pad, Cols>()>>>(p, records, states);
 }
 // The three passes, the chain with N columns, Buffers and Threads (step 2b/2c: 32 columns, step 2c's defaults).
 template <int Pad, int N = 32, int Buffers = 2, int Threads = fusekit_gdn_tc::kStateThreads>
@@ -159,40 +160,42 @@ using Chain16Both    = ChainVariant<16, 1, 512>;
 using ChainMma       = ChainVariant<32, 2, fusekit_gdn_tc::kStateThreads, true>;  // step 2c's shape on mma.sync
 
 // Step 3c: step 2c's prep pass and chain, then an output pass with Cols value columns per CTA, its A fragments loaded
-// ABatch at a time.
-template <int Cols, int ABatch> struct OutputVariant {
+// ABatch at a time; step 3f (Mma): the output pass's products on mma.sync.
+template <int Cols, int ABatch, bool Mma = false> struct OutputVariant {
     static constexpr int          Pad   = fusekit_gdn_tc::kPadBanks;
-    static constexpr const char * kStep = "step 3c";
+    static constexpr const char * kStep = Mma ? "step 3f" : "step 3c";
     static constexpr const char * kPass = "output pass";
     static constexpr const char * kKey  = "output_median_us";
     static void allow() {
         using namespace fusekit_gdn_tc;
-        CHECK(cudaFuncSetAttribute(chunked_gdn_tc_output<Pad, Cols, ABatch>, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                   int(output_shared_bytes<Pad, Cols>())));
+        CHECK(cudaFuncSetAttribute(chunked_gdn_tc_output<Pad, Cols, ABatch, Mma>,
+                                   cudaFuncAttributeMaxDynamicSharedMemorySize, int(output_shared_bytes<Pad, Cols>())));
     }
     static int ctas_per_sm() {
         using namespace fusekit_gdn_tc;
         int ctas = 0;
-        CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&ctas, chunked_gdn_tc_output<Pad, Cols, ABatch>, kStateThreads,
-                                                            output_shared_bytes<Pad, Cols>()));
+        CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&ctas, chunked_gdn_tc_output<Pad, Cols, ABatch, Mma>,
+                                                            kStateThreads, output_shared_bytes<Pad, Cols>()));
         return ctas;
     }
     static void timed(const GdnParams & p, float * records, float * states) {
-        launch_output<Pad, Cols, ABatch>(p, records, states);
+        launch_output<Pad, Cols, ABatch, Mma>(p, records, states);
     }
     static void split(const GdnParams & p, float * records, float * states, int sabotage) {
         launch_prep<Pad>(p, records, sabotage);
         launch_chain<32, Pad>(p, records, states);
-        launch_output<Pad, Cols, ABatch>(p, records, states);
+        launch_output<Pad, Cols, ABatch, Mma>(p, records, states);
     }
 };
 using OutputBatched   = OutputVariant<128, 4>;  // all columns, 4 A fragments in flight per warp
 using Output64Columns = OutputVariant<64, 4>;   // 52 KB: up to 4 CTAs per SM, twice the CTAs
 using Output32Columns = OutputVariant<32, 4>;   // 28 KB, four times the CTAs, each Qe / QKm fragment read 4 times
+using OutputMma       = OutputVariant<128, 1, true>;  // step 3f: all columns, every A element in flight at once
+using OutputMma64     = OutputVariant<64, 1, true>;   // step 3f with 64 columns
 
 // Step 3d: step 3d's prep pass, a chain (step 2c's, or with Whole step 3e's), then the output pass with Cols columns
-// and ABatch (step 2c's by default); timed: the prep pass alone, or with Whole the three passes (what the glue runs
-// with patches/experiments/fusion-4-step3d.patch).
+// and ABatch (step 2c's by default); timed: the prep pass alone, or with Whole the three passes (PrepMmaOutput64: what
+// fusion-4's glue runs since session 18).
 template <int Cols, int ABatch, bool Whole> struct PrepVariant {
     static constexpr int          Pad   = fusekit_gdn_tc::kPadBanks;
     static constexpr const char * kStep = "step 3d";
@@ -226,7 +229,7 @@ template <int Cols, int ABatch, bool Whole> struct PrepVariant {
     }
 };
 using PrepMma          = PrepVariant<fusekit_gdn_tc::kS, 1, false>;  // the prep pass alone, step 2c's output pass
-using PrepMmaOutput64  = PrepVariant<64, 4, true>;                     // what the glue would run: whole
+using PrepMmaOutput64  = PrepVariant<64, 4, true>;                     // what the glue runs: whole
 
 // How many prep CTAs share an SM (session 13's first prep pass: one; the blocked solve's version is sized for two).
 template <int Pad> int prep_ctas_per_sm() {
@@ -283,11 +286,14 @@ int main(int argc, char ** argv) {
     OutputBatched::allow();
     Output64Columns::allow();
     Output32Columns::allow();
+    OutputMma::allow();
+    OutputMma64::allow();
     std::printf("step 3c output passes: 128 columns: %d CTA(s) per SM; 64 columns: %d; 32 columns: %d\n",
                 OutputBatched::ctas_per_sm(), Output64Columns::ctas_per_sm(), Output32Columns::ctas_per_sm());
     PrepMma::allow();
     PrepMmaOutput64::allow();
-    std::printf("step 3d prep pass: %d CTA(s) per SM\n", PrepMma::ctas_per_sm());
+    std::printf("step 3d prep pass: %d CTA(s) per SM; step 3f output passes: 128 columns: %d, 64 columns: %d\n",
+                PrepMma::ctas_per_sm(), OutputMma::ctas_per_sm(), OutputMma64::ctas_per_sm());
     const int prep_ctas = prep_ctas_per_sm<fusekit_gdn_tc::kPadNone>();
     const int prep_ctas_padded = prep_ctas_per_sm<fusekit_gdn_tc::kPadBanks>();
     std::printf("prep pass: %zu bytes of shared memory, %d CTAs per SM (padded rows: %zu bytes, %d CTAs per SM)\n",
@@ -446,6 +452,8 @@ int main(int argc, char ** argv) {
         pass_variant(OutputBatched{}, "output of 128 columns, A in batches of 4");
         pass_variant(Output64Columns{}, "output of 64 columns, A in batches of 4");
         pass_variant(Output32Columns{}, "output of 32 columns, A in batches of 4");
+        pass_variant(OutputMma{}, "output of 128 columns on mma.sync");
+        pass_variant(OutputMma64{}, "output of 64 columns on mma.sync");
         pass_variant(PrepMma{}, "prep pass alone, on mma.sync from shared memory");
         pass_variant(PrepMmaOutput64{}, "whole, with step 3e's chain and the output of 64 columns, A in batches of 4");
         CHECK(cudaFree(d_states));

@@ -11,24 +11,27 @@ namespace {
 // Set to 1 only by tests/patches/sabotage-chunked-gdn.patch (the chunked path must then fail its tests).
 constexpr int kSabotage = 0;
 
-// Below this many tokens the serial kernel runs. Measured on the H200 with test-backend-ops perf (session 17, step 3b,
-// results/h200-2026-12-02-session17-step3b/tbo-perf-gdn-*.txt): 32 heads, chunked 107.1 / 156.7 / 300.5 us against
-// serial 141.0 / 318.4 / 653.2 us at T = 256 / 512 / 1024; 4 heads, 102.7 / 125.0 / 171.0 against 98.4 / 185.8 / 370.1
-// (at 256 within that run's noise: one process per side, its one-token cases, the same kernel, differ by up to 11%). So
-// the chunked kernels run from 256 tokens per call (512 before session 17, when 256 took 205.7 us against 140.3).
-// fusekit's checks set FUSEKIT_CHUNKED_GDN_MIN_TOKENS=128 so that their shorter cases reach the chunked kernels.
+// Below this many tokens the serial kernel runs. Measured on the H200 with test-backend-ops perf (session 18, steps
+// 3d/3e, results/h200-2026-12-02-session18-step3d/tbo-perf-gdn-*.txt, then an experiment patch with these passes):
+// 32 heads, chunked 81.7 / 126.0 / 241.6 us against serial 139.9 / 311.4 / 638.3 us at T = 256 / 512 / 1024; 4 heads,
+// 77.7 / 97.0 / 131.3 against 97.7 / 185.8 / 369.0 (one process per side; its cases below the threshold, the same
+// kernel on both sides, differ by up to 4%). So the chunked kernels run from 256 tokens per call (512 before session
+// 17); 128 tokens per call was not timed. fusekit's checks set FUSEKIT_CHUNKED_GDN_MIN_TOKENS=128 so that their
+// shorter cases reach the chunked kernels.
 constexpr int kDefaultMinTokens = 256;
 
 constexpr int kChainColumns = 32;  // value columns per chain CTA (177 KB of shared memory, padded)
 // Shared-memory rows padded against bank conflicts (after session 14; the standalone program times both layouts)
 constexpr int kPad = fusekit_gdn_tc::kPadBanks;
-
-// Step 3d's prep pass (chunked_gdn_tc_prep_mma: mma.sync from shared memory), step 3e's chain (its products the
-// same way) and step 3c's output pass of 64 value columns per CTA, A fragments in batches of 4. Off in fusion-4 itself
-// until measured through ggml; patches/experiments/fusion-4-step3d.patch turns them on.
-constexpr bool kStep3d        = false;
-constexpr int  kOutputColumns = kStep3d ? 64 : fusekit_gdn_tc::kS;
-constexpr int  kOutputBatch   = kStep3d ? 4 : 1;
+// The passes (session 18): step 3d's prep pass (chunked_gdn_tc_prep_mma: mma.sync from shared memory), step 3e's chain
+// (its products the same way) and step 3c's output pass of 64 value columns per CTA, A fragments in batches of 4, as
+// checked and measured through ggml in session 18. (Standalone, the 64-column output pass took 31.6 us at T = 512
+// against 28.6 for step 2c's 128 columns.) kOutputMma: step 3f's output pass on mma.sync, all 128 columns per CTA; off
+// until measured, patches/experiments/fusion-4-output-mma.patch turns it on.
+constexpr bool kOutputMma     = false;
+constexpr int  kOutputColumns = kOutputMma ? fusekit_gdn_tc::kS : 64;
+constexpr int  kOutputBatch   = kOutputMma ? 1 : 4;
+constexpr bool kChainMma      = true;
 
 bool fusion_disabled() {
     static const bool disabled = getenv("GGML_CUDA_DISABLE_FUSION") != nullptr && atoi(getenv("GGML_CUDA_DISABLE_FUSION"));
@@ -42,11 +45,11 @@ void allow_shared_memory(int device) {
         return;
     }
     using namespace fusekit_gdn_tc;
-    CUDA_CHECK(cudaFuncSetAttribute(kStep3d ? chunked_gdn_tc_prep_mma<kPad> : chunked_gdn_tc_prep<kPad>,
-                                    cudaFuncAttributeMaxDynamicSharedMemorySize, int(prep_shared_bytes<kPad>())));
-    CUDA_CHECK(cudaFuncSetAttribute(chunked_gdn_tc_chain<kChainColumns, kPad, 2, kStateThreads, kStep3d>,
+    CUDA_CHECK(cudaFuncSetAttribute(chunked_gdn_tc_prep_mma<kPad>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                    int(prep_shared_bytes<kPad>())));
+    CUDA_CHECK(cudaFuncSetAttribute(chunked_gdn_tc_chain<kChainColumns, kPad, 2, kStateThreads, kChainMma>,
                                     cudaFuncAttributeMaxDynamicSharedMemorySize, int(chain_shared_bytes<kChainColumns, kPad>())));
-    CUDA_CHECK(cudaFuncSetAttribute(chunked_gdn_tc_output<kPad, kOutputColumns, kOutputBatch>,
+    CUDA_CHECK(cudaFuncSetAttribute(chunked_gdn_tc_output<kPad, kOutputColumns, kOutputBatch, kOutputMma>,
                                     cudaFuncAttributeMaxDynamicSharedMemorySize,
                                     int(output_shared_bytes<kPad, kOutputColumns>())));
     done[device] = true;
@@ -111,14 +114,10 @@ bool fusekit_chunked_gdn_try(ggml_backend_cuda_context & ctx, const ggml_tensor 
     const dim3                  chain_grid(unsigned(kS / kChainColumns), unsigned(p.H_v), unsigned(p.B));
     const dim3 output_grid(unsigned(chunk_count(p.T) * (kS / kOutputColumns)), unsigned(p.H_v), unsigned(p.B));
     const int  sabotage = kSabotage ? fusekit_gdn::kSabotageMaskDiagonal : fusekit_gdn::kSabotageNone;
-    if constexpr (kStep3d) {
-        chunked_gdn_tc_prep_mma<kPad><<<chunk_grid, kPrepThreads, prep_shared_bytes<kPad>(), stream>>>(p, records.get(), sabotage);
-    } else {
-        chunked_gdn_tc_prep<kPad><<<chunk_grid, kPrepThreads, prep_shared_bytes<kPad>(), stream>>>(p, records.get(), sabotage);
-    }
-    chunked_gdn_tc_chain<kChainColumns, kPad, 2, kStateThreads, kStep3d>
+    chunked_gdn_tc_prep_mma<kPad><<<chunk_grid, kPrepThreads, prep_shared_bytes<kPad>(), stream>>>(p, records.get(), sabotage);
+    chunked_gdn_tc_chain<kChainColumns, kPad, 2, kStateThreads, kChainMma>
         <<<chain_grid, kStateThreads, chain_shared_bytes<kChainColumns, kPad>(), stream>>>(p, records.get(), states.get());
-    chunked_gdn_tc_output<kPad, kOutputColumns, kOutputBatch>
+    chunked_gdn_tc_output<kPad, kOutputColumns, kOutputBatch, kOutputMma>
         <<<output_grid, kStateThreads, output_shared_bytes<kPad, kOutputColumns>(), stream>>>(p, records.get(), states.get());
     CUDA_CHECK(cudaGetLastError());
     return true;

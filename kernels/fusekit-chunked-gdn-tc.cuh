@@ -1139,7 +1139,8 @@ __global__ void __launch_bounds__(Threads) chunked_gdn_tc_chain(GdnParams p, flo
 // one) into shared rows of ld floats: explicit 16-byte global loads (coherent, as read_input's), kStageBatch of them in
 // flight per thread before it stores any. (Step 3b: the output pass copied one generic 16-byte load at a time, which
 // the compiler may not move past a shared store, and waited on each: 51-57% of its stall samples were long scoreboard.)
-template <int Rows, int Cols = kS>
+// RoundTf32: stored rounded to TF32, for a matrix used only as a TF32 product's operand (the same products).
+template <int Rows, int Cols = kS, bool RoundTf32 = false>
 __device__ inline void stage_rows(float * dst, int ld, const float * src, int src_ld = kS) {
     static_assert(Cols % 4 == 0, "rows are copied in 16-byte quads");
     constexpr int kRowQuads = Cols / 4;
@@ -1157,6 +1158,9 @@ __device__ inline void stage_rows(float * dst, int ld, const float * src, int sr
         for (int e = 0; e < kStageBatch; ++e) {
             const int idx = idx0 + e * nthr;
             if (idx < kQuads) {
+                if constexpr (RoundTf32) {
+                    v[e] = make_float4(tf32(v[e].x), tf32(v[e].y), tf32(v[e].z), tf32(v[e].w));
+                }
                 *reinterpret_cast<float4 *>(dst + (idx / kRowQuads) * ld + 4 * (idx % kRowQuads)) = v[e];
             }
         }
@@ -1171,11 +1175,46 @@ template <int Pad, int Cols = kS> struct OutputShared {
     float u[kC * LD];   // U[s][j0 + j]
 };
 
+// Step 3f: acc (Tiles 16 x 16 tiles side by side, each two m16n8 C fragments) += A B over K = 8 KSteps, A's 16 rows
+// read from global memory (written by an earlier launch) with plain loads, rows LDA floats apart, B in shared memory
+// in TF32 already, rows LDB floats apart; a and b offset to the lane's first element (row group of A, k = t; k = t,
+// column group of B's first tile). All A elements of the lane are loaded before the products, so their latencies
+// overlap.
+template <int KSteps, int LDA, int LDB, int Tiles>
+__device__ inline void mma_global_rows_shared(const float * a, const float * b, float (&acc)[Tiles][2][4]) {
+    uint32_t af[KSteps][4];
+#pragma unroll
+    for (int kk = 0; kk < KSteps; ++kk) {
+        af[kk][0] = __float_as_uint(a[kk * 8]);
+        af[kk][1] = __float_as_uint(a[8 * LDA + kk * 8]);
+        af[kk][2] = __float_as_uint(a[kk * 8 + 4]);
+        af[kk][3] = __float_as_uint(a[8 * LDA + kk * 8 + 4]);
+    }
+#pragma unroll
+    for (int kk = 0; kk < KSteps; ++kk) {
+#pragma unroll
+        for (int e = 0; e < 4; ++e) {
+            af[kk][e] = __float_as_uint(tf32(__uint_as_float(af[kk][e])));
+        }
+#pragma unroll
+        for (int tile = 0; tile < Tiles; ++tile) {
+#pragma unroll
+            for (int half = 0; half < 2; ++half) {
+                const float *  bt    = b + kk * 8 * LDB + tile * 16 + half * 8;
+                const uint32_t bf[2] = {__float_as_uint(bt[0]), __float_as_uint(bt[4 * LDB])};
+                mma_16x8x8_tf32(acc[tile][half], af[kk], bf);
+            }
+        }
+    }
+}
+
 // The output pass: O = Qe S0 + QKm U per chunk. Cols value columns per CTA (kS / Cols CTAs per chunk; step 3c after
 // session 17, which measured the pass of all 128 at 2 CTAs per SM, one wave at T = 512, 24% of DRAM bandwidth) and the
 // A operands (Qe, QKm, read from the record in L2) loaded ABatch fragments at a time before their products (with
-// ABatch = 1 each fragment's L2 latency is waited on in turn: 24 times per warp). The defaults are step 2c's pass.
-template <int Pad, int Cols = kS, int ABatch = 1>
+// ABatch = 1 each fragment's L2 latency is waited on in turn: 24 times per warp). Mma: step 3f, the products on
+// mma.sync (mma_global_rows_shared: every A element loaded up front, B by plain shared loads; ABatch unused), the same
+// values in the same order. The defaults are step 2c's pass.
+template <int Pad, int Cols = kS, int ABatch = 1, bool Mma = false>
 __global__ void __launch_bounds__(kStateThreads) chunked_gdn_tc_output(GdnParams p, const float * records,
                                                                         const float * states) {
     static_assert(Cols % 32 == 0 && kS % Cols == 0, "8 warps cover 4 row tiles and Cols / 16 column tiles");
@@ -1191,43 +1230,64 @@ __global__ void __launch_bounds__(kStateThreads) chunked_gdn_tc_output(GdnParams
     const float * rec = records + record_index(p, b, h, c) * Record::floats;
     const float * st  = states + record_index(p, b, h, c) * kS * kS;
     const int     t0 = c * kC, L = p.T - t0 < kC ? p.T - t0 : kC;
-    stage_rows<kS, Cols>(sh.s0, LS, st + j0);               // the chunk's state, columns j0 ..
-    stage_rows<kC, Cols>(sh.u, LS, rec + Record::U0 + j0);  // U, which the chain wrote over U0
+    // the chunk's state, columns j0 .., and U, which the chain wrote over U0 (in TF32 for step 3f's products)
+    stage_rows<kS, Cols, Mma>(sh.s0, LS, st + j0);
+    stage_rows<kC, Cols, Mma>(sh.u, LS, rec + Record::U0 + j0);
     __syncthreads();
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
     // warp w: row tile w / 2 of the 4, column tiles kWarpTiles (w % 2) .. of the Cols / 16; each Qe / QKm fragment is
     // loaded once per warp (from the record, in L2 since the prep pass) and used for its kWarpTiles column tiles
     const int tm = (tid / 32) / 2, tn0 = kWarpTiles * ((tid / 32) % 2);
-    FragAcc   acc[kWarpTiles];
-    for (FragAcc & a : acc) {
-        wmma::fill_fragment(a, 0.0f);
-    }
-    // acc += A (the warp's 16 rows, lda, k columns) times B (k rows of the shared matrix, ld LS)
-    auto accumulate = [&](const float * a_rows, int lda, int k, const float * bm) {
-        for (int kk0 = 0; kk0 < k / 8; kk0 += ABatch) {
-            FragA a[ABatch];
+    if constexpr (Mma) {
+        const int group = (tid % 32) / 4, t = tid % 4;
+        float     acc[kWarpTiles][2][4] = {};
+        mma_global_rows_shared<kS / 8, kS, LS>(rec + Record::Qe + (tm * 16 + group) * kS + t,
+                                               sh.s0 + t * LS + tn0 * 16 + group, acc);  // Qe S0
+        mma_global_rows_shared<kC / 8, kC, LS>(rec + Record::QKm + (tm * 16 + group) * kC + t,
+                                               sh.u + t * LS + tn0 * 16 + group, acc);   // QKm U
+        __syncthreads();  // every warp is done with S0: its buffer takes the result tiles
 #pragma unroll
-            for (int e = 0; e < ABatch; ++e) {
-                wmma::load_matrix_sync(a[e], a_rows + (kk0 + e) * 8, lda);
-            }
+        for (int tile = 0; tile < kWarpTiles; ++tile) {
 #pragma unroll
-            for (int e = 0; e < ABatch; ++e) {
-                to_tf32(a[e]);
-#pragma unroll
-                for (int t = 0; t < kWarpTiles; ++t) {
-                    FragB bf;
-                    wmma::load_matrix_sync(bf, bm + (kk0 + e) * 8 * LS + (tn0 + t) * 16, LS);
-                    to_tf32(bf);
-                    wmma::mma_sync(acc[t], a[e], bf, acc[t]);
-                }
+            for (int half = 0; half < 2; ++half) {
+                const int r = tm * 16 + group, col = (tn0 + tile) * 16 + half * 8 + 2 * t;
+                *reinterpret_cast<float2 *>(&sh.s0[r * LS + col]) = make_float2(acc[tile][half][0], acc[tile][half][1]);
+                *reinterpret_cast<float2 *>(&sh.s0[(r + 8) * LS + col]) =
+                    make_float2(acc[tile][half][2], acc[tile][half][3]);
             }
         }
-    };
-    accumulate(rec + Record::Qe + tm * 16 * kS, kS, kS, sh.s0);   // Qe S0
-    accumulate(rec + Record::QKm + tm * 16 * kC, kC, kC, sh.u);   // QKm U
-    __syncthreads();  // every warp is done with S0: its buffer takes the result tiles
-    for (int t = 0; t < kWarpTiles; ++t) {
-        wmma::store_matrix_sync(sh.s0 + tm * 16 * LS + (tn0 + t) * 16, acc[t], LS, wmma::mem_row_major);
+    } else {
+        FragAcc acc[kWarpTiles];
+        for (FragAcc & a : acc) {
+            wmma::fill_fragment(a, 0.0f);
+        }
+        // acc += A (the warp's 16 rows, lda, k columns) times B (k rows of the shared matrix, ld LS)
+        auto accumulate = [&](const float * a_rows, int lda, int k, const float * bm) {
+            for (int kk0 = 0; kk0 < k / 8; kk0 += ABatch) {
+                FragA a[ABatch];
+    #pragma unroll
+                for (int e = 0; e < ABatch; ++e) {
+                    wmma::load_matrix_sync(a[e], a_rows + (kk0 + e) * 8, lda);
+                }
+    #pragma unroll
+                for (int e = 0; e < ABatch; ++e) {
+                    to_tf32(a[e]);
+    #pragma unroll
+                    for (int t = 0; t < kWarpTiles; ++t) {
+                        FragB bf;
+                        wmma::load_matrix_sync(bf, bm + (kk0 + e) * 8 * LS + (tn0 + t) * 16, LS);
+                        to_tf32(bf);
+                        wmma::mma_sync(acc[t], a[e], bf, acc[t]);
+                    }
+                }
+            }
+        };
+        accumulate(rec + Record::Qe + tm * 16 * kS, kS, kS, sh.s0);   // Qe S0
+        accumulate(rec + Record::QKm + tm * 16 * kC, kC, kC, sh.u);   // QKm U
+        __syncthreads();  // every warp is done with S0: its buffer takes the result tiles
+        for (int t = 0; t < kWarpTiles; ++t) {
+            wmma::store_matrix_sync(sh.s0 + tm * 16 * LS + (tn0 + t) * 16, acc[t], LS, wmma::mem_row_major);
+        }
     }
     __syncthreads();
     for (int idx = tid; idx < L * Cols; idx += nthr) {

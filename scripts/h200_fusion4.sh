@@ -6,8 +6,8 @@
 #   scripts/h200_fusion4.sh B check       # GATED_DELTA_NET (the long cases included) and the cache-write cases
 #                                         # pass, chunked from 128 tokens and at the default threshold, with fusion
 #                                         # disabled too; the sabotage fails them; stock and fusion-4 timed by
-#                                         # test-backend-ops perf on the same cases (chunked from 128 tokens); the
-#                                         # experiment fusion-4-step3d, where the session built it, checked and timed too
+#                                         # test-backend-ops perf on the same cases (chunked from 128 tokens); fusion-4's
+#                                         # experiments the session built (fusion-4+fusion-4-*), checked and timed too
 #   scripts/h200_fusion4.sh B eval        # fusekit eval fusion-4 vs stock on the 35B preset, KL over 4096-token contexts
 set -euo pipefail
 B=${1:?batch folder}; STEP=${2:?step}
@@ -38,15 +38,18 @@ case "$STEP" in
     done
     tbo fusion-4-sabotage-GATED_DELTA_NET fail "$SB" "$MIN" -o GATED_DELTA_NET -p 'head_size=128,n_seq_tokens=(512|4096|8192|300|200|130|128),'
     labels=(stock fusion-4)
-    # the experiment patches/experiments/fusion-4-step3d.patch, where the session built it: the same checks
-    S3=$(bin_of "fusion-4+fusion-4-step3d" 2>/dev/null || true)
-    if [[ -n "$S3" && -x "$S3/test-backend-ops" ]]; then
+    # fusion-4's experiments (patches/experiments/fusion-4-*.patch) that the session built: the same checks and perf
+    for patch in "$REPO"/patches/experiments/fusion-4-*.patch; do
+      [[ -e "$patch" ]] || continue
+      label=fusion-4+$(basename "$patch" .patch)
+      bin=$(bin_of "$label" 2>/dev/null || true)
+      [[ -n "$bin" && -x "$bin/test-backend-ops" ]] || continue
       for op in GATED_DELTA_NET GATED_DELTA_NET_CACHE_FUSION; do
-        tbo "fusion-4-step3d-$op" pass "$S3" "$MIN" -o "$op"
-        tbo "fusion-4-step3d-default-$op" pass "$S3" -o "$op"
+        tbo "$label-$op" pass "$bin" "$MIN" -o "$op"
+        tbo "$label-default-$op" pass "$bin" -o "$op"
       done
-      labels+=("fusion-4+fusion-4-step3d")
-    fi
+      labels+=("$label")
+    done
     for label in "${labels[@]}"; do  # the chunked kernels' times from 128 tokens, against the serial kernel's
       env "$MIN" "$(bin_of "$label")/test-backend-ops" perf -b CUDA0 -o GATED_DELTA_NET >"$B/results/tbo-perf-gdn-$label.txt" 2>&1 || true
     done

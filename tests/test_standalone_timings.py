@@ -236,6 +236,15 @@ def test_chunked_gdn_table_adds_a_column_per_step_3c_output_pass_after_the_chain
     ]
     assert table.rows[0][-2:] == ["50.00", "17.25"]
     assert "step 3c: step 2c's prep pass and chain, then another output pass" in table.caption
+    mma = {
+        **output,
+        "what": step_1[0]["what"] + " (step 3f, output of 128 columns on mma.sync)",
+        "output_median_us": 18.5,
+    }
+    with_mma = chunked_gdn_table("chunked-gdn-standalone.json", {**data, "cases": [*data["cases"], output, mma]})
+    assert with_mma is not None
+    assert with_mma.headers[-1] == "step 3f output: output of 128 columns on mma.sync (4 CTA per SM)"
+    assert with_mma.rows[0][-2:] == ["17.25", "18.50"] and "step 3f: " in with_mma.caption
 
 
 def test_chunked_gdn_table_shows_step_3d_prep_alone_and_whole_by_their_own_keys() -> None:
