@@ -194,9 +194,9 @@ using OutputMma       = OutputVariant<128, 1, true>;  // step 3f: all columns, e
 using OutputMma64     = OutputVariant<64, 1, true>;   // step 3f with 64 columns
 
 // Step 3d: step 3d's prep pass, a chain (step 2c's, or with Whole step 3e's), then the output pass with Cols columns
-// and ABatch (step 2c's by default); timed: the prep pass alone, or with Whole the three passes (PrepMmaOutput64: what
-// fusion-4's glue runs since session 18).
-template <int Cols, int ABatch, bool Whole> struct PrepVariant {
+// and ABatch (step 2c's by default; OutputMma: step 3f's); timed: the prep pass alone, or with Whole the three passes
+// (PrepMmaOutput64: what fusion-4's glue runs since session 18; PrepMmaOutputMma: with fusion-4-output-mma.patch).
+template <int Cols, int ABatch, bool Whole, bool OutputMma = false> struct PrepVariant {
     static constexpr int          Pad   = fusekit_gdn_tc::kPadBanks;
     static constexpr const char * kStep = "step 3d";
     static constexpr const char * kPass = Whole ? "whole" : "prep pass";
@@ -205,8 +205,8 @@ template <int Cols, int ABatch, bool Whole> struct PrepVariant {
         using namespace fusekit_gdn_tc;
         CHECK(cudaFuncSetAttribute(chunked_gdn_tc_prep_mma<Pad>, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                    int(prep_shared_bytes<Pad>())));
-        CHECK(cudaFuncSetAttribute(chunked_gdn_tc_output<Pad, Cols, ABatch>, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                   int(output_shared_bytes<Pad, Cols>())));
+        CHECK(cudaFuncSetAttribute(chunked_gdn_tc_output<Pad, Cols, ABatch, OutputMma>,
+                                   cudaFuncAttributeMaxDynamicSharedMemorySize, int(output_shared_bytes<Pad, Cols>())));
     }
     static int ctas_per_sm() {
         using namespace fusekit_gdn_tc;
@@ -218,7 +218,7 @@ template <int Cols, int ABatch, bool Whole> struct PrepVariant {
     static void split(const GdnParams & p, float * records, float * states, int sabotage) {
         launch_prep_mma<Pad>(p, records, sabotage);
         launch_chain<32, Pad, 2, fusekit_gdn_tc::kStateThreads, Whole>(p, records, states);
-        launch_output<Pad, Cols, ABatch>(p, records, states);
+        launch_output<Pad, Cols, ABatch, OutputMma>(p, records, states);
     }
     static void timed(const GdnParams & p, float * records, float * states) {
         if constexpr (Whole) {
@@ -230,6 +230,7 @@ template <int Cols, int ABatch, bool Whole> struct PrepVariant {
 };
 using PrepMma          = PrepVariant<fusekit_gdn_tc::kS, 1, false>;  // the prep pass alone, step 2c's output pass
 using PrepMmaOutput64  = PrepVariant<64, 4, true>;                     // what the glue runs: whole
+using PrepMmaOutputMma = PrepVariant<fusekit_gdn_tc::kS, 1, true, true>;  // the glue with the output experiment
 
 // How many prep CTAs share an SM (session 13's first prep pass: one; the blocked solve's version is sized for two).
 template <int Pad> int prep_ctas_per_sm() {
@@ -292,6 +293,7 @@ int main(int argc, char ** argv) {
                 OutputBatched::ctas_per_sm(), Output64Columns::ctas_per_sm(), Output32Columns::ctas_per_sm());
     PrepMma::allow();
     PrepMmaOutput64::allow();
+    PrepMmaOutputMma::allow();
     std::printf("step 3d prep pass: %d CTA(s) per SM; step 3f output passes: 128 columns: %d, 64 columns: %d\n",
                 PrepMma::ctas_per_sm(), OutputMma::ctas_per_sm(), OutputMma64::ctas_per_sm());
     const int prep_ctas = prep_ctas_per_sm<fusekit_gdn_tc::kPadNone>();
@@ -456,6 +458,7 @@ int main(int argc, char ** argv) {
         pass_variant(OutputMma64{}, "output of 64 columns on mma.sync");
         pass_variant(PrepMma{}, "prep pass alone, on mma.sync from shared memory");
         pass_variant(PrepMmaOutput64{}, "whole, with step 3e's chain and the output of 64 columns, A in batches of 4");
+        pass_variant(PrepMmaOutputMma{}, "whole, with step 3e's chain and step 3f's output of 128 columns");
         CHECK(cudaFree(d_states));
         CHECK(cudaFree(d_records));
         for (const float * d : {p.q, p.k, p.v, p.g, p.beta, p.state}) {
