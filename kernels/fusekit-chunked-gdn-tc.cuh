@@ -23,6 +23,7 @@
 
 #include <cmath>
 #include <cstdint>
+#include <type_traits>
 
 #if defined(__CUDACC__)
 #include <cuda_pipeline.h>
@@ -1107,10 +1108,10 @@ __global__ void __launch_bounds__(Threads) chunked_gdn_tc_chain(GdnParams p, flo
         __syncthreads();
 
         // the new state's tiles, held in registers until every warp is done reading S0 and U
-        FragAcc next[Mma ? 1 : state_tiles_per_warp<N>()];
-        float   next_mma[Mma ? state_tiles_per_warp<N>() : 1][2][4];
+        constexpr int kTiles = state_tiles_per_warp<N>();
+        std::conditional_t<Mma, float[kTiles][2][4], FragAcc[kTiles]> next;  // m16n8 C fragments, or wmma's
         if constexpr (Mma) {
-            next_state_tiles_mma<N, LS, LN>(sh.kend[buf], sh.s0, sh.u, decay, next_mma);
+            next_state_tiles_mma<N, LS, LN>(sh.kend[buf], sh.s0, sh.u, decay, next);
         } else {
             next_state_tiles<N>(sh.kend[buf], LS, sh.s0, sh.u, LN, decay, next);
         }
@@ -1123,7 +1124,7 @@ __global__ void __launch_bounds__(Threads) chunked_gdn_tc_chain(GdnParams p, flo
         write_snapshot_slices<N, Threads>(p, b, h, j0, t0, L - 1, G, sh.s0, sh.u, LN);
         __syncthreads();  // S0, U and buffer buf are read; the new state replaces S0
         if constexpr (Mma) {
-            store_state_tiles_mma<N, LN>(sh.s0, next_mma);
+            store_state_tiles_mma<N, LN>(sh.s0, next);
         } else {
             store_state_tiles<N>(sh.s0, LN, next);
         }
@@ -1265,14 +1266,14 @@ __global__ void __launch_bounds__(kStateThreads) chunked_gdn_tc_output(GdnParams
         auto accumulate = [&](const float * a_rows, int lda, int k, const float * bm) {
             for (int kk0 = 0; kk0 < k / 8; kk0 += ABatch) {
                 FragA a[ABatch];
-    #pragma unroll
+#pragma unroll
                 for (int e = 0; e < ABatch; ++e) {
                     wmma::load_matrix_sync(a[e], a_rows + (kk0 + e) * 8, lda);
                 }
-    #pragma unroll
+#pragma unroll
                 for (int e = 0; e < ABatch; ++e) {
                     to_tf32(a[e]);
-    #pragma unroll
+#pragma unroll
                     for (int t = 0; t < kWarpTiles; ++t) {
                         FragB bf;
                         wmma::load_matrix_sync(bf, bm + (kk0 + e) * 8 * LS + (tn0 + t) * 16, LS);
