@@ -26,11 +26,18 @@ constexpr int kPad = fusekit_gdn_tc::kPadBanks;
 // The passes (session 18): step 3d's prep pass (chunked_gdn_tc_prep_mma: mma.sync from shared memory), step 3e's chain
 // (its products the same way) and step 3c's output pass of 64 value columns per CTA, A fragments in batches of 4, as
 // checked and measured through ggml in session 18. (Standalone, the 64-column output pass took 31.6 us at T = 512
-// against 28.6 for step 2c's 128 columns.) kOutputMma: step 3f's output pass on mma.sync, all 128 columns per CTA; off
-// until measured, patches/experiments/fusion-4-output-mma.patch turns it on.
+// against 28.6 for step 2c's 128 columns.)
+// kOutputMma: step 3f's output pass on mma.sync instead. Through ggml in session 19 (test-backend-ops perf, all 128
+// columns per CTA, results/h200-2026-12-02-session19-step3f/tbo-perf-gdn-*.txt) it was faster with 32 heads (76.8 /
+// 118.6 / 228.3 us against 80.7 / 125.6 / 241.5 at T = 256 / 512 / 1024, 128 to 512 CTAs) and slower with 4 heads
+// (82.0 / 101.0 / 133.4 against 78.5 / 96.0 / 131.6, 16 to 64 CTAs). So with kOutputMma a call whose 128-column grid
+// has at least one CTA per SM takes 128 columns per CTA, and a smaller one 64 (twice the CTAs; standalone at T = 512,
+// 32 heads: 30.5 us against step 3c's 31.9). Off until measured through ggml: patches/experiments/fusion-4-output-mma.patch
+// turns it on.
 constexpr bool kOutputMma     = false;
-constexpr int  kOutputColumns = kOutputMma ? fusekit_gdn_tc::kS : 64;
+constexpr int  kOutputColumns = 64;
 constexpr int  kOutputBatch   = kOutputMma ? 1 : 4;
+constexpr int  kWideOutputColumns = fusekit_gdn_tc::kS;  // with kOutputMma, for a grid of at least one CTA per SM
 constexpr bool kChainMma      = true;
 
 bool fusion_disabled() {
@@ -52,7 +59,34 @@ void allow_shared_memory(int device) {
     CUDA_CHECK(cudaFuncSetAttribute(chunked_gdn_tc_output<kPad, kOutputColumns, kOutputBatch, kOutputMma>,
                                     cudaFuncAttributeMaxDynamicSharedMemorySize,
                                     int(output_shared_bytes<kPad, kOutputColumns>())));
+    if constexpr (kOutputMma) {
+        CUDA_CHECK(cudaFuncSetAttribute(chunked_gdn_tc_output<kPad, kWideOutputColumns, 1, true>,
+                                        cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                        int(output_shared_bytes<kPad, kWideOutputColumns>())));
+    }
     done[device] = true;
+}
+
+// The output pass with Columns value columns per CTA (A fragments in batches of Batch) over every chunk, head and sequence.
+template <int Columns, int Batch>
+void launch_output(const fusekit_gdn_tc::GdnParams & p, const float * records, const float * states, cudaStream_t stream) {
+    using namespace fusekit_gdn_tc;
+    const dim3 grid(unsigned(chunk_count(p.T) * (kS / Columns)), unsigned(p.H_v), unsigned(p.B));
+    chunked_gdn_tc_output<kPad, Columns, Batch, kOutputMma>
+        <<<grid, kStateThreads, output_shared_bytes<kPad, Columns>(), stream>>>(p, records, states);
+}
+
+// The output pass, its columns per CTA chosen as kOutputMma says.
+void launch_output_pass(const fusekit_gdn_tc::GdnParams & p, const float * records, const float * states, int sm_count,
+                        cudaStream_t stream) {
+    if constexpr (kOutputMma) {
+        const int64_t wide_ctas = int64_t(fusekit_gdn_tc::chunk_count(p.T)) * p.H_v * p.B;  // with kWideOutputColumns
+        if (wide_ctas >= sm_count) {
+            launch_output<kWideOutputColumns, 1>(p, records, states, stream);
+            return;
+        }
+    }
+    launch_output<kOutputColumns, kOutputBatch>(p, records, states, stream);
 }
 
 }  // namespace
@@ -112,13 +146,11 @@ bool fusekit_chunked_gdn_try(ggml_backend_cuda_context & ctx, const ggml_tensor 
     cudaStream_t                stream = ctx.stream();
     const dim3                  chunk_grid(unsigned(chunk_count(p.T)), unsigned(p.H_v), unsigned(p.B));
     const dim3                  chain_grid(unsigned(kS / kChainColumns), unsigned(p.H_v), unsigned(p.B));
-    const dim3 output_grid(unsigned(chunk_count(p.T) * (kS / kOutputColumns)), unsigned(p.H_v), unsigned(p.B));
     const int  sabotage = kSabotage ? fusekit_gdn::kSabotageMaskDiagonal : fusekit_gdn::kSabotageNone;
     chunked_gdn_tc_prep_mma<kPad><<<chunk_grid, kPrepThreads, prep_shared_bytes<kPad>(), stream>>>(p, records.get(), sabotage);
     chunked_gdn_tc_chain<kChainColumns, kPad, 2, kStateThreads, kChainMma>
         <<<chain_grid, kStateThreads, chain_shared_bytes<kChainColumns, kPad>(), stream>>>(p, records.get(), states.get());
-    chunked_gdn_tc_output<kPad, kOutputColumns, kOutputBatch, kOutputMma>
-        <<<output_grid, kStateThreads, output_shared_bytes<kPad, kOutputColumns>(), stream>>>(p, records.get(), states.get());
+    launch_output_pass(p, records.get(), states.get(), device.nsm, stream);
     CUDA_CHECK(cudaGetLastError());
     return true;
 }

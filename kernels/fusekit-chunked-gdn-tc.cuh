@@ -365,19 +365,29 @@ constexpr int kBlocks = kC / kBlock;
 template <typename Real, typename Barrier>
 FUSEKIT_GDN_HD void invert_unit_lower_blocked(const Real * A, Real * P, Real * X, int tid, int nthr, Barrier barrier,
                                               int sabotage = 0, int ld = kC) {
-    // the diagonal blocks, one column per worker item; the blocks above the diagonal are zero
+    // the diagonal blocks, one column per worker item, solved in registers: once x_m is final, every later row takes
+    // its term (session 19; before, each row's dot product read the column back from P, a chain of up to 120 FMAs
+    // behind shared-memory loads). Row r still sums its terms from m = col up, negated as it goes: the same roundings
+    // as -(sum A_rm x_m). The blocks above the diagonal are zero.
     for (int item = tid; item < kBlocks * kBlock; item += nthr) {
-        const int b0 = (item / kBlock) * kBlock, col = b0 + item % kBlock;
-        for (int r = b0; r < b0 + kBlock; ++r) {
-            Real v = r == col ? Real(1) : Real(0);
-            if (r > col) {
-                Real acc = 0;
-                for (int m = col; m < r; ++m) {
-                    acc += A[r * ld + m] * P[m * ld + col];
+        const int b0 = (item / kBlock) * kBlock, col = item % kBlock;
+        Real      x[kBlock];
+#pragma unroll
+        for (int r = 0; r < kBlock; ++r) {
+            x[r] = r == col ? Real(1) : Real(0);
+        }
+#pragma unroll
+        for (int m = 0; m < kBlock - 1; ++m) {
+            if (m >= col) {
+#pragma unroll
+                for (int r = m + 1; r < kBlock; ++r) {
+                    x[r] -= A[(b0 + r) * ld + b0 + m] * x[m];
                 }
-                v = -acc;
             }
-            P[r * ld + col] = v;
+        }
+#pragma unroll
+        for (int r = 0; r < kBlock; ++r) {
+            P[(b0 + r) * ld + b0 + col] = x[r];
         }
     }
     for (int idx = tid; idx < kC * kC; idx += nthr) {
