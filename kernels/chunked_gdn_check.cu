@@ -195,7 +195,8 @@ using OutputMma64     = OutputVariant<64, 1, true>;   // step 3f with 64 columns
 
 // Step 3d: step 3d's prep pass, a chain (step 2c's, or with Whole step 3e's), then the output pass with Cols columns
 // and ABatch (step 2c's by default; OutputMma: step 3f's); timed: the prep pass alone, or with Whole the three passes
-// (PrepMmaOutput64: what fusion-4's glue runs since session 18; PrepMmaOutputMma: with fusion-4-output-mma.patch).
+// (PrepMmaOutput64: what fusion-4's glue ran in session 18; PrepMmaOutputMma: what it runs since session 19 when the
+// 128-column grid has at least one CTA per SM, as with the 35B layer's 32 heads).
 template <int Cols, int ABatch, bool Whole, bool OutputMma = false> struct PrepVariant {
     static constexpr int          Pad   = fusekit_gdn_tc::kPadBanks;
     static constexpr const char * kStep = "step 3d";

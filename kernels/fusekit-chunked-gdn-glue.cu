@@ -23,22 +23,17 @@ constexpr int kDefaultMinTokens = 256;
 constexpr int kChainColumns = 32;  // value columns per chain CTA (177 KB of shared memory, padded)
 // Shared-memory rows padded against bank conflicts (after session 14; the standalone program times both layouts)
 constexpr int kPad = fusekit_gdn_tc::kPadBanks;
-// The passes (session 18): step 3d's prep pass (chunked_gdn_tc_prep_mma: mma.sync from shared memory), step 3e's chain
-// (its products the same way) and step 3c's output pass of 64 value columns per CTA, A fragments in batches of 4, as
-// checked and measured through ggml in session 18. (Standalone, the 64-column output pass took 31.6 us at T = 512
-// against 28.6 for step 2c's 128 columns.)
-// kOutputMma: step 3f's output pass on mma.sync instead. Through ggml in session 19 (test-backend-ops perf, all 128
-// columns per CTA, results/h200-2026-12-02-session19-step3f/tbo-perf-gdn-*.txt) it was faster with 32 heads (76.8 /
-// 118.6 / 228.3 us against 80.7 / 125.6 / 241.5 at T = 256 / 512 / 1024, 128 to 512 CTAs) and slower with 4 heads
-// (82.0 / 101.0 / 133.4 against 78.5 / 96.0 / 131.6, 16 to 64 CTAs). So with kOutputMma a call whose 128-column grid
-// has at least one CTA per SM takes 128 columns per CTA, and a smaller one 64 (twice the CTAs; standalone at T = 512,
-// 32 heads: 30.5 us against step 3c's 31.9). Off until measured through ggml: patches/experiments/fusion-4-output-mma.patch
-// turns it on.
-constexpr bool kOutputMma     = false;
-constexpr int  kOutputColumns = 64;
-constexpr int  kOutputBatch   = kOutputMma ? 1 : 4;
-constexpr int  kWideOutputColumns = fusekit_gdn_tc::kS;  // with kOutputMma, for a grid of at least one CTA per SM
-constexpr bool kChainMma      = true;
+// The passes: step 3d's prep pass (chunked_gdn_tc_prep_mma: mma.sync from shared memory; session 19's step 3g solves
+// its inverse's diagonal blocks in registers), step 3e's chain (its products the same way), and step 3f's output pass
+// (chunked_gdn_tc_output<..., Mma = true>: A loaded up front from the record, S0 and U staged in TF32). The output pass
+// takes all 128 value columns per CTA when that grid has at least one CTA per SM, else 64 (twice the CTAs): through
+// ggml in session 19 (test-backend-ops perf, results/h200-2026-12-02-session19-step3f/ and session19b-step3g/), 128
+// columns always was faster than step 3c's 64-column wmma pass with 32 heads (118.6 against 125.6 us at T = 512) and
+// slower with 4 heads (101.0 against 96.0, 32 CTAs); with the choice, 117.5 against 124.1 (32 heads) and 94.2 against
+// 97.7 (4 heads; one process per side); pp4096 of the 35B preset +0.5% (1.0645 against 1.0590 of stock, 5 rounds).
+constexpr int  kOutputColumns     = 64;  // a grid of fewer CTAs than SMs with kWideOutputColumns
+constexpr int  kWideOutputColumns = fusekit_gdn_tc::kS;
+constexpr bool kChainMma          = true;
 
 bool fusion_disabled() {
     static const bool disabled = getenv("GGML_CUDA_DISABLE_FUSION") != nullptr && atoi(getenv("GGML_CUDA_DISABLE_FUSION"));
@@ -56,37 +51,33 @@ void allow_shared_memory(int device) {
                                     int(prep_shared_bytes<kPad>())));
     CUDA_CHECK(cudaFuncSetAttribute(chunked_gdn_tc_chain<kChainColumns, kPad, 2, kStateThreads, kChainMma>,
                                     cudaFuncAttributeMaxDynamicSharedMemorySize, int(chain_shared_bytes<kChainColumns, kPad>())));
-    CUDA_CHECK(cudaFuncSetAttribute(chunked_gdn_tc_output<kPad, kOutputColumns, kOutputBatch, kOutputMma>,
+    CUDA_CHECK(cudaFuncSetAttribute(chunked_gdn_tc_output<kPad, kOutputColumns, 1, true>,
                                     cudaFuncAttributeMaxDynamicSharedMemorySize,
                                     int(output_shared_bytes<kPad, kOutputColumns>())));
-    if constexpr (kOutputMma) {
-        CUDA_CHECK(cudaFuncSetAttribute(chunked_gdn_tc_output<kPad, kWideOutputColumns, 1, true>,
-                                        cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                        int(output_shared_bytes<kPad, kWideOutputColumns>())));
-    }
+    CUDA_CHECK(cudaFuncSetAttribute(chunked_gdn_tc_output<kPad, kWideOutputColumns, 1, true>,
+                                    cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                    int(output_shared_bytes<kPad, kWideOutputColumns>())));
     done[device] = true;
 }
 
-// The output pass with Columns value columns per CTA (A fragments in batches of Batch) over every chunk, head and sequence.
-template <int Columns, int Batch>
+// The output pass on mma.sync with Columns value columns per CTA, over every chunk, head and sequence.
+template <int Columns>
 void launch_output(const fusekit_gdn_tc::GdnParams & p, const float * records, const float * states, cudaStream_t stream) {
     using namespace fusekit_gdn_tc;
     const dim3 grid(unsigned(chunk_count(p.T) * (kS / Columns)), unsigned(p.H_v), unsigned(p.B));
-    chunked_gdn_tc_output<kPad, Columns, Batch, kOutputMma>
+    chunked_gdn_tc_output<kPad, Columns, 1, true>
         <<<grid, kStateThreads, output_shared_bytes<kPad, Columns>(), stream>>>(p, records, states);
 }
 
-// The output pass, its columns per CTA chosen as kOutputMma says.
+// The output pass: all columns per CTA when that grid has at least one CTA per SM, else kOutputColumns.
 void launch_output_pass(const fusekit_gdn_tc::GdnParams & p, const float * records, const float * states, int sm_count,
                         cudaStream_t stream) {
-    if constexpr (kOutputMma) {
-        const int64_t wide_ctas = int64_t(fusekit_gdn_tc::chunk_count(p.T)) * p.H_v * p.B;  // with kWideOutputColumns
-        if (wide_ctas >= sm_count) {
-            launch_output<kWideOutputColumns, 1>(p, records, states, stream);
-            return;
-        }
+    const int64_t wide_ctas = int64_t(fusekit_gdn_tc::chunk_count(p.T)) * p.H_v * p.B;
+    if (wide_ctas >= sm_count) {
+        launch_output<kWideOutputColumns>(p, records, states, stream);
+    } else {
+        launch_output<kOutputColumns>(p, records, states, stream);
     }
-    launch_output<kOutputColumns, kOutputBatch>(p, records, states, stream);
 }
 
 }  // namespace
