@@ -159,6 +159,13 @@ def build_variant(
     wanted_config = {"defines": defines, "targets": list(targets)}
     previous = json.loads(stamp_path.read_text()) if stamp_path.is_file() else {}
     started = time.monotonic()
+    configured_for = configured_source(build_dir)
+    if configured_for is not None and configured_for != tree.resolve():
+        # a copied or moved home: its build files name the old tree's sources, which ninja would compile
+        progress(f"{build_dir} was configured for {configured_for}: configuring it afresh for {tree}")
+        (build_dir / "CMakeCache.txt").unlink()
+        shutil.rmtree(build_dir / "CMakeFiles", ignore_errors=True)
+        (build_dir / "build.ninja").unlink(missing_ok=True)
     if previous.get("config") != wanted_config or not (build_dir / "build.ninja").is_file():
         progress(f"configuring {label} ({options.key}) in {build_dir}")
         cmd = ["cmake", "-S", str(tree), "-B", str(build_dir), "-G", "Ninja"] + [f"-D{d}" for d in defines]
@@ -179,6 +186,17 @@ def build_variant(
     }
     stamp_path.write_text(json.dumps(record, indent=2) + "\n")
     return BuildResult(label, build_dir, seconds, steps, steps == 0, bool(ccache), record)
+
+
+def configured_source(build_dir: Path) -> Path | None:
+    """The source folder a CMake build folder was configured for (its cache's CMAKE_HOME_DIRECTORY), if any."""
+    cache = build_dir / "CMakeCache.txt"
+    if not cache.is_file():
+        return None
+    for line in cache.read_text(errors="replace").splitlines():
+        if line.startswith("CMAKE_HOME_DIRECTORY:"):
+            return Path(line.split("=", 1)[1]).resolve()
+    return None
 
 
 def _edits_hash(tree: Path) -> str:

@@ -8,6 +8,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import click
+import git
 
 from evals.profile.cli import profile
 from ggml_bridge.cli import bench
@@ -17,6 +18,7 @@ from .build import BACKENDS, BuildOptions, BuildResult, build_variant
 from .compilecheck import compile_check, cublas_include, find_nvcc
 from .console import StepMeter, note, print_json, table
 from .errors import FusekitError
+from .gitutil import git_error_text
 from .paths import resolve_home
 from .pin import load_pin
 from .registry import Registry
@@ -35,6 +37,10 @@ class FusekitGroup(click.Group):
             click.echo(f"fusekit: error: {exc.message}", err=True)
             if exc.detail:
                 click.echo(exc.detail.rstrip(), err=True)
+            sys.exit(1)
+        except git.GitCommandError as exc:  # a git failure no caller explains: still one line, not a traceback
+            command = " ".join(str(part) for part in exc.command) if isinstance(exc.command, list) else str(exc.command)
+            click.echo(f"fusekit: error: '{command}' failed: {git_error_text(exc) or exc.status}", err=True)
             sys.exit(1)
 
 
@@ -257,9 +263,7 @@ def build_cmd(
         sys.exit(1)
 
 
-def materialize_each(
-    ws: Workspace, wanted: list[list[Entry]]
-) -> tuple[list[Variant], list[tuple[str, FusekitError]]]:
+def materialize_each(ws: Workspace, wanted: list[list[Entry]]) -> tuple[list[Variant], list[tuple[str, FusekitError]]]:
     """Each entry list's variant tree; one whose patches do not apply is returned as a failure under its label."""
     made: list[Variant] = []
     failures: list[tuple[str, FusekitError]] = []

@@ -22,6 +22,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+from .console import note
 from .errors import FusekitError
 from .gitutil import run_git
 from .pin import load_pin
@@ -62,7 +63,36 @@ class Workspace:
                 f"{self.state_file} has state version {state.get('version')}, this fusekit reads {STATE_VERSION}; "
                 f"remove {self.home} and run 'fusekit init' again"
             )
+        relinked = self.relink_moved_trees()
+        if relinked:
+            note(f"{self.home} was moved or copied: linked its work trees {', '.join(relinked)} to {self.repo}")
         return state
+
+    def relink_moved_trees(self) -> list[str]:
+        """Point work trees that still name another home's repository (a copied or moved home) back at this one.
+
+        Git records each link twice, with absolute paths: ``trees/<label>/.git`` names the repository's
+        ``worktrees/<name>`` folder, whose ``gitdir`` file names the tree back. ``git worktree repair`` follows the
+        stale link and would rewrite the other home's files, so both files are written here, inside this home only.
+        Returns the labels of the trees relinked.
+        """
+        relinked = []
+        admin_root = self.repo.resolve() / "worktrees"
+        for tree in sorted(self.trees.iterdir()) if self.trees.is_dir() else []:
+            link = tree / ".git"
+            if not link.is_file():
+                continue
+            text = link.read_text().strip()
+            if not text.startswith("gitdir: "):
+                continue
+            named = Path(text[len("gitdir: ") :])
+            admin = admin_root / named.name
+            if named.resolve() == admin or not admin.is_dir():
+                continue  # linked here already, or not one of this repository's trees
+            link.write_text(f"gitdir: {admin}\n")
+            (admin / "gitdir").write_text(f"{link.resolve()}\n")
+            relinked.append(tree.name)
+        return relinked
 
     def save_state(self, state: dict[str, Any]) -> None:
         tmp = self.state_file.with_suffix(".tmp")

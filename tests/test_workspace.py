@@ -10,7 +10,9 @@ import threading
 from pathlib import Path
 
 import pytest
+from click.testing import CliRunner
 
+from fusekit.cli import main
 from fusekit.errors import FusekitError
 from fusekit.gitutil import run_git
 from fusekit.pin import load_pin
@@ -156,3 +158,66 @@ def test_a_held_lock_is_one_clear_error_or_waited_for(tmp_path: Path, monkeypatc
     finally:
         release.set()
         thread.join()
+
+
+def small_home(home: Path) -> None:
+    """A home with the layout fusekit keeps (a bare repository, two linked work trees, state.json), on a tiny
+    repository instead of llama.cpp."""
+    source = home.parent / f"{home.name}-source"
+    source.mkdir(parents=True)
+    (source / "a.txt").write_text("a\n")
+    run_git(source, "init", "-q")
+    run_git(source, "add", "a.txt")
+    run_git(source, "commit", "-qm", "a")
+    run_git(home.parent, "clone", "-q", "--bare", str(source), str(home / "repo.git"))
+    run_git(home / "repo.git", "branch", "-f", "stock", "HEAD")
+    run_git(home / "repo.git", "branch", "-f", "variant/fusion-1", "HEAD")
+    run_git(home / "repo.git", "worktree", "add", "-q", str(home / "trees" / "stock"), "stock")
+    run_git(home / "repo.git", "worktree", "add", "-q", str(home / "trees" / "fusion-1"), "variant/fusion-1")
+    head = run_git(home / "repo.git", "rev-parse", "stock")
+    stock = {"entries": [], "stack_sha256": "", "head": head}
+    state = {"version": 1, "pin": load_pin().commit, "source": "a test repository", "verified": "no"}
+    state |= {"current": "stock", "stock_commit": head, "variants": {"stock": stock}}
+    (home / "state.json").write_text(json.dumps(state))
+
+
+def git_dir_of(tree: Path) -> Path:
+    return Path(run_git(tree, "rev-parse", "--absolute-git-dir")).resolve()
+
+
+@pytest.mark.parametrize("move", [False, True], ids=["copied", "moved"])
+def test_a_copied_or_moved_home_links_its_trees_to_its_own_repository(
+    tmp_path: Path, move: bool, capsys: pytest.CaptureFixture[str]
+) -> None:
+    first, second = tmp_path / "first" / "home", tmp_path / "second" / "home"
+    small_home(first)
+    second.parent.mkdir()
+    (shutil.move if move else shutil.copytree)(str(first), str(second))
+
+    Workspace(second).load_state()
+
+    assert "linked its work trees fusion-1, stock" in capsys.readouterr().err
+    for label in ("stock", "fusion-1"):
+        assert git_dir_of(second / "trees" / label) == (second / "repo.git" / "worktrees" / label).resolve()
+        run_git(second / "trees" / label, "status", "--porcelain")  # git works in the tree
+        if not move:  # the first home keeps its own links
+            assert git_dir_of(first / "trees" / label) == (first / "repo.git" / "worktrees" / label).resolve()
+    listed = run_git(second / "repo.git", "worktree", "list", "--porcelain")  # the repository names them back
+    trees = {line.split(" ", 1)[1] for line in listed.splitlines() if line.startswith("worktree ") and "trees" in line}
+    assert trees == {str((second / "trees" / label).resolve()) for label in ("stock", "fusion-1")}
+    run_git(second / "trees" / "fusion-1", "commit", "-q", "--allow-empty", "-m", "only in the second home")
+    if not move:
+        assert "only in the second home" not in run_git(first / "repo.git", "log", "--format=%s", "variant/fusion-1")
+    assert Workspace(second).relink_moved_trees() == []  # nothing left to do
+
+
+def test_a_git_failure_no_caller_explains_is_one_line(tmp_path: Path) -> None:
+    home = tmp_path / "home"
+    small_home(home)
+    (home / "trees" / "stock" / ".git").write_text("gitdir: /nowhere/repo.git/worktrees/gone\n")  # a broken link
+    result = CliRunner().invoke(main, ["--home", str(home), "status"], catch_exceptions=False)
+    assert result.exit_code == 1
+    assert result.output.splitlines() == [
+        "fusekit: error: 'git status --porcelain --untracked-files=all' failed: "
+        "fatal: not a git repository: /nowhere/repo.git/worktrees/gone"
+    ]
