@@ -121,7 +121,8 @@ def _three_pass_columns(label: str, entries: dict[str, dict[str, Any]]) -> tuple
 # Experiments around step 2c's passes, each checked whole with one pass replaced and timed: marker in "what" ->
 # (column label, the keys of its time (the first one an entry has), caption). Step 2d replaces the chain ("... (step
 # 2d, chain of 16 warps)"), step 3c and step 3f (on mma.sync) the output pass, step 3e the chain (on mma.sync), step
-# 3d the prep pass (timed alone, or whole with step 3e's chain and the output pass its row names).
+# 3h the chain (on mma.sync, B operands from TF32 copies), step 3d the prep pass (timed alone, or whole with the chain
+# and the output pass its row names).
 PASS_VARIANTS = {
     " (step 2d, ": (
         "step 2d chain",
@@ -148,13 +149,19 @@ PASS_VARIANTS = {
         "step 3e: step 2c's prep and output passes around step 2c's chain with its products on mma.sync from shared "
         "memory, checked whole, its chain timed alone (compare with step 2c's chain)",
     ),
+    " (step 3h, ": (
+        "step 3h chain",
+        ("chain_median_us",),
+        "step 3h: step 2c's prep and output passes around step 3e's chain with its products' B operands (S0, U) read "
+        "from TF32 copies written beside them, checked whole, its chain timed alone (compare with step 3e's chain)",
+    ),
     " (step 3d, ": (
         "step 3d",
         ("prep_median_us", "median_us"),
         "step 3d: the prep pass on mma.sync with its operands read from shared memory, then step 2c's chain and an "
         "output pass, checked whole; timed as its column says: the prep pass alone (compare with step 2c's prep "
-        "pass), or all three passes with step 3e's chain and the output pass the column names (compare with step "
-        "2c whole)",
+        "pass), or all three passes with the chain and the output pass the column names (compare with step 2c "
+        "whole)",
     ),
 }
 

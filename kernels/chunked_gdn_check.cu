@@ -87,13 +87,15 @@ template <int N> void launch_two_pass(const GdnParams & p, float * records, int 
 // pass over every chunk; states holds fusekit_gdn_tc::states_floats floats. Pad: the shared rows' padding of all
 // three (kPadNone as measured in session 14; kPadBanks, step 2c, against bank conflicts).
 // Buffers and Threads: step 2d's chain variants (1 or 2 operand buffers, 8 or 16 warps); the defaults are step 2c's.
-// Mma: step 3e's chain (its products on mma.sync from shared memory).
-template <int N, int Pad, int Buffers = 2, int Threads = fusekit_gdn_tc::kStateThreads, bool Mma = false>
+// Mma: step 3e's chain (its products on mma.sync from shared memory); Rounded: step 3h's (their B operands from TF32
+// copies).
+template <int N, int Pad, int Buffers = 2, int Threads = fusekit_gdn_tc::kStateThreads, bool Mma = false,
+          bool Rounded = false>
 void launch_chain(const GdnParams & p, float * records, float * states) {
     using namespace fusekit_gdn_tc;
     const dim3 chain_grid(unsigned(kS / N), unsigned(p.H_v), unsigned(p.B));
-    chunked_gdn_tc_chain<N, Pad, Buffers, Threads, Mma>
-        <<<chain_grid, Threads, chain_shared_bytes<N, Pad, Buffers>()>>>(p, records, states);
+    chunked_gdn_tc_chain<N, Pad, Buffers, Threads, Mma, Rounded>
+        <<<chain_grid, Threads, chain_shared_bytes<N, Pad, Buffers, Rounded>()>>>(p, records, states);
 }
 // The output pass with Cols value columns per CTA and its A fragments loaded ABatch at a time (step 3c; the defaults
 // are step 2c's pass); Mma: step 3f's products on mma.sync.
@@ -113,11 +115,12 @@ void launch_split(const GdnParams & p, float * records, float * states, int sabo
 }
 
 // A chain's shared memory above the default 48 KB.
-template <int N, int Pad, int Buffers = 2, int Threads = fusekit_gdn_tc::kStateThreads, bool Mma = false>
+template <int N, int Pad, int Buffers = 2, int Threads = fusekit_gdn_tc::kStateThreads, bool Mma = false,
+          bool Rounded = false>
 void allow_chain_shared_memory() {
     using namespace fusekit_gdn_tc;
-    CHECK(cudaFuncSetAttribute(chunked_gdn_tc_chain<N, Pad, Buffers, Threads, Mma>, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                               int(chain_shared_bytes<N, Pad, Buffers>())));
+    CHECK(cudaFuncSetAttribute(chunked_gdn_tc_chain<N, Pad, Buffers, Threads, Mma, Rounded>,
+                               cudaFuncAttributeMaxDynamicSharedMemorySize, int(chain_shared_bytes<N, Pad, Buffers, Rounded>())));
 }
 
 // The device passes' shared memory above the default 48 KB, for one padding of the rows.
@@ -131,26 +134,27 @@ template <int Pad> void allow_shared_memory() {
 }
 
 // Step 2d: the padded prep and output passes around one chain variant; step 3e: around step 2c's chain with its
-// products on mma.sync (Mma).
-template <int N, int Buffers, int Threads, bool Mma = false> struct ChainVariant {
+// products on mma.sync (Mma); step 3h: the same with the products' B operands read from TF32 copies (Rounded).
+template <int N, int Buffers, int Threads, bool Mma = false, bool Rounded = false> struct ChainVariant {
     static constexpr int          Pad   = fusekit_gdn_tc::kPadBanks;
-    static constexpr const char * kStep = Mma ? "step 3e" : "step 2d";
+    static constexpr const char * kStep = Rounded ? "step 3h" : Mma ? "step 3e" : "step 2d";
     static constexpr const char * kPass = "chain";
     static constexpr const char * kKey  = "chain_median_us";
-    static void allow() { allow_chain_shared_memory<N, Pad, Buffers, Threads, Mma>(); }
+    static void allow() { allow_chain_shared_memory<N, Pad, Buffers, Threads, Mma, Rounded>(); }
     static int  ctas_per_sm() {
         using namespace fusekit_gdn_tc;
         int ctas = 0;
-        CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&ctas, chunked_gdn_tc_chain<N, Pad, Buffers, Threads, Mma>,
-                                                            Threads, chain_shared_bytes<N, Pad, Buffers>()));
+        CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(
+            &ctas, chunked_gdn_tc_chain<N, Pad, Buffers, Threads, Mma, Rounded>, Threads,
+            chain_shared_bytes<N, Pad, Buffers, Rounded>()));
         return ctas;
     }
     static void timed(const GdnParams & p, float * records, float * states) {
-        launch_chain<N, Pad, Buffers, Threads, Mma>(p, records, states);
+        launch_chain<N, Pad, Buffers, Threads, Mma, Rounded>(p, records, states);
     }
     static void split(const GdnParams & p, float * records, float * states, int sabotage) {
         launch_prep<Pad>(p, records, sabotage);
-        launch_chain<N, Pad, Buffers, Threads, Mma>(p, records, states);
+        launch_chain<N, Pad, Buffers, Threads, Mma, Rounded>(p, records, states);
         launch_output<Pad>(p, records, states);
     }
 };
@@ -158,6 +162,7 @@ using Chain16Warps   = ChainVariant<32, 2, 512>;  // the new state's 16 tiles on
 using Chain16Columns = ChainVariant<16, 1, 256>;  // 16 columns, one buffer: 86 KB, two CTAs per SM, 256 CTAs
 using Chain16Both    = ChainVariant<16, 1, 512>;
 using ChainMma       = ChainVariant<32, 2, fusekit_gdn_tc::kStateThreads, true>;  // step 2c's shape on mma.sync
+using ChainRounded   = ChainVariant<32, 2, fusekit_gdn_tc::kStateThreads, true, true>;  // step 3h
 
 // Step 3c: step 2c's prep pass and chain, then an output pass with Cols value columns per CTA, its A fragments loaded
 // ABatch at a time; step 3f (Mma): the output pass's products on mma.sync.
@@ -196,8 +201,8 @@ using OutputMma64     = OutputVariant<64, 1, true>;   // step 3f with 64 columns
 // Step 3d: step 3d's prep pass, a chain (step 2c's, or with Whole step 3e's), then the output pass with Cols columns
 // and ABatch (step 2c's by default; OutputMma: step 3f's); timed: the prep pass alone, or with Whole the three passes
 // (PrepMmaOutput64: what fusion-4's glue ran in session 18; PrepMmaOutputMma: what it runs since session 19 when the
-// 128-column grid has at least one CTA per SM, as with the 35B layer's 32 heads).
-template <int Cols, int ABatch, bool Whole, bool OutputMma = false> struct PrepVariant {
+// 128-column grid has at least one CTA per SM, as with the 35B layer's 32 heads; RoundedChain: with step 3h's chain).
+template <int Cols, int ABatch, bool Whole, bool OutputMma = false, bool RoundedChain = false> struct PrepVariant {
     static constexpr int          Pad   = fusekit_gdn_tc::kPadBanks;
     static constexpr const char * kStep = "step 3d";
     static constexpr const char * kPass = Whole ? "whole" : "prep pass";
@@ -208,6 +213,7 @@ template <int Cols, int ABatch, bool Whole, bool OutputMma = false> struct PrepV
                                    int(prep_shared_bytes<Pad>())));
         CHECK(cudaFuncSetAttribute(chunked_gdn_tc_output<Pad, Cols, ABatch, OutputMma>,
                                    cudaFuncAttributeMaxDynamicSharedMemorySize, int(output_shared_bytes<Pad, Cols>())));
+        allow_chain_shared_memory<32, Pad, 2, kStateThreads, Whole, RoundedChain>();
     }
     static int ctas_per_sm() {
         using namespace fusekit_gdn_tc;
@@ -218,7 +224,7 @@ template <int Cols, int ABatch, bool Whole, bool OutputMma = false> struct PrepV
     }
     static void split(const GdnParams & p, float * records, float * states, int sabotage) {
         launch_prep_mma<Pad>(p, records, sabotage);
-        launch_chain<32, Pad, 2, fusekit_gdn_tc::kStateThreads, Whole>(p, records, states);
+        launch_chain<32, Pad, 2, fusekit_gdn_tc::kStateThreads, Whole, RoundedChain>(p, records, states);
         launch_output<Pad, Cols, ABatch, OutputMma>(p, records, states);
     }
     static void timed(const GdnParams & p, float * records, float * states) {
@@ -231,7 +237,8 @@ template <int Cols, int ABatch, bool Whole, bool OutputMma = false> struct PrepV
 };
 using PrepMma          = PrepVariant<fusekit_gdn_tc::kS, 1, false>;  // the prep pass alone, step 2c's output pass
 using PrepMmaOutput64  = PrepVariant<64, 4, true>;                     // what the glue runs: whole
-using PrepMmaOutputMma = PrepVariant<fusekit_gdn_tc::kS, 1, true, true>;  // the glue with the output experiment
+using PrepMmaOutputMma = PrepVariant<fusekit_gdn_tc::kS, 1, true, true>;  // what the glue runs (32 heads)
+using PrepMmaRounded   = PrepVariant<fusekit_gdn_tc::kS, 1, true, true, true>;  // the same with step 3h's chain
 
 // How many prep CTAs share an SM (session 13's first prep pass: one; the blocked solve's version is sized for two).
 template <int Pad> int prep_ctas_per_sm() {
@@ -285,6 +292,7 @@ int main(int argc, char ** argv) {
     std::printf("step 2d chains: 32 columns, 16 warps: %d CTA(s) per SM; 16 columns, one buffer: %d; the same, 16 warps: %d\n",
                 Chain16Warps::ctas_per_sm(), Chain16Columns::ctas_per_sm(), Chain16Both::ctas_per_sm());
     ChainMma::allow();
+    ChainRounded::allow();
     OutputBatched::allow();
     Output64Columns::allow();
     Output32Columns::allow();
@@ -295,6 +303,7 @@ int main(int argc, char ** argv) {
     PrepMma::allow();
     PrepMmaOutput64::allow();
     PrepMmaOutputMma::allow();
+    PrepMmaRounded::allow();
     std::printf("step 3d prep pass: %d CTA(s) per SM; step 3f output passes: 128 columns: %d, 64 columns: %d\n",
                 PrepMma::ctas_per_sm(), OutputMma::ctas_per_sm(), OutputMma64::ctas_per_sm());
     const int prep_ctas = prep_ctas_per_sm<fusekit_gdn_tc::kPadNone>();
@@ -452,6 +461,7 @@ int main(int argc, char ** argv) {
         pass_variant(Chain16Columns{}, "chain of 16 columns, one buffer");
         pass_variant(Chain16Both{}, "chain of 16 columns, one buffer, 16 warps");
         pass_variant(ChainMma{}, "chain on mma.sync from shared memory");
+        pass_variant(ChainRounded{}, "chain on mma.sync, its B operands from TF32 copies");
         pass_variant(OutputBatched{}, "output of 128 columns, A in batches of 4");
         pass_variant(Output64Columns{}, "output of 64 columns, A in batches of 4");
         pass_variant(Output32Columns{}, "output of 32 columns, A in batches of 4");
@@ -460,6 +470,7 @@ int main(int argc, char ** argv) {
         pass_variant(PrepMma{}, "prep pass alone, on mma.sync from shared memory");
         pass_variant(PrepMmaOutput64{}, "whole, with step 3e's chain and the output of 64 columns, A in batches of 4");
         pass_variant(PrepMmaOutputMma{}, "whole, with step 3e's chain and step 3f's output of 128 columns");
+        pass_variant(PrepMmaRounded{}, "whole, with step 3h's chain and step 3f's output of 128 columns");
         CHECK(cudaFree(d_states));
         CHECK(cudaFree(d_records));
         for (const float * d : {p.q, p.k, p.v, p.g, p.beta, p.state}) {

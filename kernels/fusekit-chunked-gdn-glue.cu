@@ -34,6 +34,10 @@ constexpr int kPad = fusekit_gdn_tc::kPadBanks;
 constexpr int  kOutputColumns     = 64;  // a grid of fewer CTAs than SMs with kWideOutputColumns
 constexpr int  kWideOutputColumns = fusekit_gdn_tc::kS;
 constexpr bool kChainMma          = true;
+// Step 3h: the chain reads its products' B operands (S0, U) from TF32 copies written beside them, rounded once instead
+// of in every fragment load (the same values; 27 KB more shared memory). Off until measured through ggml:
+// patches/experiments/fusion-4-chain-tf32.patch turns it on.
+constexpr bool kChainRounded      = false;
 
 bool fusion_disabled() {
     static const bool disabled = getenv("GGML_CUDA_DISABLE_FUSION") != nullptr && atoi(getenv("GGML_CUDA_DISABLE_FUSION"));
@@ -49,8 +53,9 @@ void allow_shared_memory(int device) {
     using namespace fusekit_gdn_tc;
     CUDA_CHECK(cudaFuncSetAttribute(chunked_gdn_tc_prep_mma<kPad>, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                     int(prep_shared_bytes<kPad>())));
-    CUDA_CHECK(cudaFuncSetAttribute(chunked_gdn_tc_chain<kChainColumns, kPad, 2, kStateThreads, kChainMma>,
-                                    cudaFuncAttributeMaxDynamicSharedMemorySize, int(chain_shared_bytes<kChainColumns, kPad>())));
+    CUDA_CHECK(cudaFuncSetAttribute(chunked_gdn_tc_chain<kChainColumns, kPad, 2, kStateThreads, kChainMma, kChainRounded>,
+                                    cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                    int(chain_shared_bytes<kChainColumns, kPad, 2, kChainRounded>())));
     CUDA_CHECK(cudaFuncSetAttribute(chunked_gdn_tc_output<kPad, kOutputColumns, 1, true>,
                                     cudaFuncAttributeMaxDynamicSharedMemorySize,
                                     int(output_shared_bytes<kPad, kOutputColumns>())));
@@ -106,7 +111,7 @@ bool fusekit_chunked_gdn_try(ggml_backend_cuda_context & ctx, const ggml_tensor 
     }
     const auto & device = ggml_cuda_info().devices[ctx.device];
     if (!GGML_CUDA_CC_IS_NVIDIA(device.cc) || ggml_cuda_highest_compiled_arch(device.cc) < GGML_CUDA_CC_AMPERE ||
-        device.smpbo < chain_shared_bytes<kChainColumns, kPad>()) {
+        device.smpbo < chain_shared_bytes<kChainColumns, kPad, 2, kChainRounded>()) {
         return false;
     }
     GdnParams p{};
@@ -139,8 +144,9 @@ bool fusekit_chunked_gdn_try(ggml_backend_cuda_context & ctx, const ggml_tensor 
     const dim3                  chain_grid(unsigned(kS / kChainColumns), unsigned(p.H_v), unsigned(p.B));
     const int  sabotage = kSabotage ? fusekit_gdn::kSabotageMaskDiagonal : fusekit_gdn::kSabotageNone;
     chunked_gdn_tc_prep_mma<kPad><<<chunk_grid, kPrepThreads, prep_shared_bytes<kPad>(), stream>>>(p, records.get(), sabotage);
-    chunked_gdn_tc_chain<kChainColumns, kPad, 2, kStateThreads, kChainMma>
-        <<<chain_grid, kStateThreads, chain_shared_bytes<kChainColumns, kPad>(), stream>>>(p, records.get(), states.get());
+    chunked_gdn_tc_chain<kChainColumns, kPad, 2, kStateThreads, kChainMma, kChainRounded>
+        <<<chain_grid, kStateThreads, chain_shared_bytes<kChainColumns, kPad, 2, kChainRounded>(), stream>>>(
+            p, records.get(), states.get());
     launch_output_pass(p, records.get(), states.get(), device.nsm, stream);
     CUDA_CHECK(cudaGetLastError());
     return true;

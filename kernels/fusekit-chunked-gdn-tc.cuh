@@ -718,16 +718,18 @@ __device__ inline void mma_tile_16x16(const float * at, const float * bt, float 
 
 // out = a b over a TilesM x TilesN grid of 16 x 16 tiles and K = 8 KSteps, a(r, k) = a[r ARow + k ACol] and
 // b(k, n) = b[k BRow + n BCol] in shared memory, the tiles dealt to the CTA's warps in turn (as tile_products).
-// store(r, c, x0, x1) takes the elements (r, c) and (r, c + 1) of the product, c even.
-template <int TilesM, int TilesN, int KSteps, int ARow, int ACol, int BRow, int BCol, bool RoundA = true, typename Store>
+// store(r, c, x0, x1) takes the elements (r, c) and (r, c + 1) of the product, c even. RoundA / RoundB: as
+// mma_tile_16x16's.
+template <int TilesM, int TilesN, int KSteps, int ARow, int ACol, int BRow, int BCol, bool RoundA = true,
+          bool RoundB = true, typename Store>
 __device__ inline void shared_tile_products(const float * a, const float * b, Store store) {
     const int lane = int(threadIdx.x) % 32, warp = int(threadIdx.x) / 32, warps = int(blockDim.x) / 32;
     const int group = lane / 4, t = lane % 4;
     for (int tile = warp; tile < TilesM * TilesN; tile += warps) {
         const int tm = tile / TilesN, tn = tile % TilesN;
         float     acc[2][4] = {};
-        mma_tile_16x16<KSteps, ARow, ACol, BRow, BCol, RoundA>(a + (tm * 16 + group) * ARow + t * ACol,
-                                                               b + t * BRow + (tn * 16 + group) * BCol, acc);
+        mma_tile_16x16<KSteps, ARow, ACol, BRow, BCol, RoundA, RoundB>(a + (tm * 16 + group) * ARow + t * ACol,
+                                                                       b + t * BRow + (tn * 16 + group) * BCol, acc);
 #pragma unroll
         for (int half = 0; half < 2; ++half) {
             const int r = tm * 16 + group, col = tn * 16 + half * 8 + 2 * t;
@@ -848,8 +850,8 @@ template <int N> __device__ inline void store_state_tiles(float * s0, int ld, co
 
 // Step 3e: next_state_tiles and store_state_tiles on mma.sync from shared memory (rows LS apart for Kend, LN for S0
 // and U): each of the warp's tiles as two m16n8 C fragments, started from e^{G_last} S0 and accumulated over the
-// chunk's tokens in order, as next_state_tiles does.
-template <int N, int LS, int LN>
+// chunk's tokens in order, as next_state_tiles does. RoundU false: u is stored in TF32 already (step 3h).
+template <int N, int LS, int LN, bool RoundU = true>
 __device__ inline void next_state_tiles_mma(const float * kend, const float * s0, const float * u, float decay,
                                             float (*next)[2][4]) {
     const int warp = int(threadIdx.x) / 32, warps = int(blockDim.x) / 32, group = int(threadIdx.x) % 32 / 4;
@@ -871,11 +873,13 @@ __device__ inline void next_state_tiles_mma(const float * kend, const float * s0
             next[n][half][3] = low.y * decay;
         }
         // A = Kend^T (Kend's rows read as columns, stored in TF32 by the prep pass), B = U
-        mma_tile_16x16<kC / 8, 1, LS, LN, 1, false>(kend + r + t * LS, u + t * LN + tn * 16 + group, next[n]);
+        mma_tile_16x16<kC / 8, 1, LS, LN, 1, false, RoundU>(kend + r + t * LS, u + t * LN + tn * 16 + group, next[n]);
     }
 }
 
-template <int N, int LN> __device__ inline void store_state_tiles_mma(float * s0, const float (*next)[2][4]) {
+// s0_tf32 (step 3h, else null): the same tiles rounded to TF32 there too, W S0's B operand in the next chunk.
+template <int N, int LN>
+__device__ inline void store_state_tiles_mma(float * s0, const float (*next)[2][4], float * s0_tf32 = nullptr) {
     const int warp = int(threadIdx.x) / 32, warps = int(blockDim.x) / 32, group = int(threadIdx.x) % 32 / 4;
     const int t = int(threadIdx.x) % 4;
 #pragma unroll
@@ -889,6 +893,12 @@ template <int N, int LN> __device__ inline void store_state_tiles_mma(float * s0
         for (int half = 0; half < 2; ++half) {
             *reinterpret_cast<float2 *>(&s0[r * LN + col + half * 8])       = make_float2(next[n][half][0], next[n][half][1]);
             *reinterpret_cast<float2 *>(&s0[(r + 8) * LN + col + half * 8]) = make_float2(next[n][half][2], next[n][half][3]);
+            if (s0_tf32 != nullptr) {
+                *reinterpret_cast<float2 *>(&s0_tf32[r * LN + col + half * 8]) =
+                    make_float2(tf32(next[n][half][0]), tf32(next[n][half][1]));
+                *reinterpret_cast<float2 *>(&s0_tf32[(r + 8) * LN + col + half * 8]) =
+                    make_float2(tf32(next[n][half][2]), tf32(next[n][half][3]));
+            }
         }
     }
 }
@@ -1021,15 +1031,26 @@ template <int N, int Pad, int Buffers = 2> struct ChainShared {
     float s0[kS * LN];                       // S0[i][jj]
     float u[kC * LN];                        // U[s][jj]
 };
+// Step 3h: S0 and U also kept rounded to TF32, the form in which the products read them (W S0's and Kend^T U's B
+// operands): rounded once where they are written, not in every fragment load (sm_90 has no TF32 conversion
+// instruction; each rounding is three instructions). 27 KB more (204 KB at N = 32, padded).
+template <int N, int Pad, int Buffers = 2> struct ChainSharedRounded : ChainShared<N, Pad, Buffers> {
+    float s0_tf32[kS * ChainShared<N, Pad, Buffers>::LN];
+    float u_tf32[kC * ChainShared<N, Pad, Buffers>::LN];
+};
+template <int N, int Pad, int Buffers, bool Rounded>
+using ChainSharedOf = std::conditional_t<Rounded, ChainSharedRounded<N, Pad, Buffers>, ChainShared<N, Pad, Buffers>>;
 
 // Threads: 256 (8 warps, step 2c) or 512 (16 warps: the tiles of the new state spread over twice the warps). Mma: the
 // two products on mma.sync from shared memory (step 3e, as step 3d's prep pass), the new state's accumulators held in
-// m16n8 C fragments; the same values in the same order. The defaults are step 2c's chain, the one the glue launches;
-// the standalone program times the others (steps 2d, 3e).
-template <int N, int Pad, int Buffers = 2, int Threads = kStateThreads, bool Mma = false>
+// m16n8 C fragments; the same values in the same order. Rounded (with Mma; step 3h): the products' B operands S0 and U
+// read from TF32 copies written beside them (ChainSharedRounded): the same values. The defaults are step 2c's chain;
+// the glue launches step 3e's; the standalone program times the others (steps 2d, 3e, 3h).
+template <int N, int Pad, int Buffers = 2, int Threads = kStateThreads, bool Mma = false, bool Rounded = false>
 __global__ void __launch_bounds__(Threads) chunked_gdn_tc_chain(GdnParams p, float * records, float * states) {
     static_assert(Buffers == 1 || Buffers == 2, "one buffer, or two for the next chunk's operands");
-    using Shared = ChainShared<N, Pad, Buffers>;
+    static_assert(Mma || !Rounded, "the TF32 copies are read by the mma.sync products only");
+    using Shared = ChainSharedOf<N, Pad, Buffers, Rounded>;
     constexpr int LS = Rows<Pad>::S, LN = Shared::LN;
     extern __shared__ __align__(128) unsigned char shared_chain[];
     Shared &  sh = *reinterpret_cast<Shared *>(shared_chain);
@@ -1071,6 +1092,9 @@ __global__ void __launch_bounds__(Threads) chunked_gdn_tc_chain(GdnParams p, flo
             const int idx = idx0 + e * nthr;
             if (idx < kS * N) {
                 sh.s0[(idx % kS) * LN + idx / kS] = s[e];
+                if constexpr (Rounded) {
+                    sh.s0_tf32[(idx % kS) * LN + idx / kS] = tf32(s[e]);
+                }
             }
         }
     }
@@ -1098,10 +1122,18 @@ __global__ void __launch_bounds__(Threads) chunked_gdn_tc_chain(GdnParams p, flo
             st[i * kS + jj] = sh.s0[i * LN + jj];
         }
         if constexpr (Mma) {
-            shared_tile_products<4, N / 16, kS / 8, LS, 1, LN, 1, false>(
-                sh.w[buf], sh.s0, [&](int r, int col, float x0, float x1) {
+            const float * s0_b = sh.s0;  // W S0's B operand: S0, or its TF32 copy
+            if constexpr (Rounded) {
+                s0_b = sh.s0_tf32;
+            }
+            shared_tile_products<4, N / 16, kS / 8, LS, 1, LN, 1, false, !Rounded>(
+                sh.w[buf], s0_b, [&](int r, int col, float x0, float x1) {
                     const float2 u0 = *reinterpret_cast<const float2 *>(&sh.u0[buf][r * LN + col]);
-                    *reinterpret_cast<float2 *>(&sh.u[r * LN + col]) = make_float2(u0.x - x0, u0.y - x1);
+                    const float2 u  = make_float2(u0.x - x0, u0.y - x1);
+                    *reinterpret_cast<float2 *>(&sh.u[r * LN + col]) = u;
+                    if constexpr (Rounded) {
+                        *reinterpret_cast<float2 *>(&sh.u_tf32[r * LN + col]) = make_float2(tf32(u.x), tf32(u.y));
+                    }
                 });
         } else {
             tile_products<FragA, FragB, false>(
@@ -1120,7 +1152,9 @@ __global__ void __launch_bounds__(Threads) chunked_gdn_tc_chain(GdnParams p, flo
         // the new state's tiles, held in registers until every warp is done reading S0 and U
         constexpr int kTiles = state_tiles_per_warp<N>();
         std::conditional_t<Mma, float[kTiles][2][4], FragAcc[kTiles]> next;  // m16n8 C fragments, or wmma's
-        if constexpr (Mma) {
+        if constexpr (Rounded) {
+            next_state_tiles_mma<N, LS, LN, false>(sh.kend[buf], sh.s0, sh.u_tf32, decay, next);
+        } else if constexpr (Mma) {
             next_state_tiles_mma<N, LS, LN>(sh.kend[buf], sh.s0, sh.u, decay, next);
         } else {
             next_state_tiles<N>(sh.kend[buf], LS, sh.s0, sh.u, LN, decay, next);
@@ -1133,7 +1167,9 @@ __global__ void __launch_bounds__(Threads) chunked_gdn_tc_chain(GdnParams p, flo
         }
         write_snapshot_slices<N, Threads>(p, b, h, j0, t0, L - 1, G, sh.s0, sh.u, LN);
         __syncthreads();  // S0, U and buffer buf are read; the new state replaces S0
-        if constexpr (Mma) {
+        if constexpr (Rounded) {
+            store_state_tiles_mma<N, LN>(sh.s0, next, sh.s0_tf32);
+        } else if constexpr (Mma) {
             store_state_tiles_mma<N, LN>(sh.s0, next);
         } else {
             store_state_tiles<N>(sh.s0, LN, next);
@@ -1308,8 +1344,8 @@ __global__ void __launch_bounds__(kStateThreads) chunked_gdn_tc_output(GdnParams
 #endif
 }
 
-template <int N, int Pad, int Buffers = 2> inline size_t chain_shared_bytes() {
-    return sizeof(ChainShared<N, Pad, Buffers>);
+template <int N, int Pad, int Buffers = 2, bool Rounded = false> inline size_t chain_shared_bytes() {
+    return sizeof(ChainSharedOf<N, Pad, Buffers, Rounded>);
 }
 template <int Pad, int Cols = kS> inline size_t output_shared_bytes() {
     return sizeof(OutputShared<Pad, Cols>);
