@@ -122,7 +122,7 @@ def _three_pass_columns(label: str, entries: dict[str, dict[str, Any]]) -> tuple
 # (column label, the keys of its time (the first one an entry has), caption). Step 2d replaces the chain ("... (step
 # 2d, chain of 16 warps)"), step 3c and step 3f (on mma.sync) the output pass, step 3e the chain (on mma.sync), step
 # 3h the chain (on mma.sync, B operands from TF32 copies), step 3d the prep pass (timed alone, or whole with the chain
-# and the output pass its row names).
+# and the output pass its row names), step 3i the same with the record's Qe and QKm in TF32.
 PASS_VARIANTS = {
     " (step 2d, ": (
         "step 2d chain",
@@ -162,6 +162,13 @@ PASS_VARIANTS = {
         "output pass, checked whole; timed as its column says: the prep pass alone (compare with step 2c's prep "
         "pass), or all three passes with the chain and the output pass the column names (compare with step 2c "
         "whole)",
+    ),
+    " (step 3i, ": (
+        "step 3i",
+        ("prep_median_us", "median_us"),
+        "step 3i: step 3d's prep pass storing the record's Qe and QKm in TF32, then a chain and step 3f's output pass "
+        "reading them without rounding, checked whole; timed as its column says: the prep pass alone (compare with "
+        "step 3d's), or all three passes with the chain the column names (compare with step 3d whole)",
     ),
 }
 

@@ -70,11 +70,12 @@ template <int Pad> void launch_prep(const GdnParams & p, float * records, int sa
     const dim3 prep_grid(unsigned(chunk_count(p.T)), unsigned(p.H_v), unsigned(p.B));
     chunked_gdn_tc_prep<Pad><<<prep_grid, kPrepThreads, prep_shared_bytes<Pad>()>>>(p, records, sabotage);
 }
-// Step 3d's prep pass (mma.sync from shared memory, the masks applied where the products are stored).
-template <int Pad> void launch_prep_mma(const GdnParams & p, float * records, int sabotage) {
+// Step 3d's prep pass (mma.sync from shared memory, the masks applied where the products are stored); RoundRecord:
+// step 3i's (the record's Qe and QKm stored in TF32).
+template <int Pad, bool RoundRecord = false> void launch_prep_mma(const GdnParams & p, float * records, int sabotage) {
     using namespace fusekit_gdn_tc;
     const dim3 prep_grid(unsigned(chunk_count(p.T)), unsigned(p.H_v), unsigned(p.B));
-    chunked_gdn_tc_prep_mma<Pad><<<prep_grid, kPrepThreads, prep_shared_bytes<Pad>()>>>(p, records, sabotage);
+    chunked_gdn_tc_prep_mma<Pad, RoundRecord><<<prep_grid, kPrepThreads, prep_shared_bytes<Pad>()>>>(p, records, sabotage);
 }
 template <int N> void launch_two_pass(const GdnParams & p, float * records, int sabotage) {
     using namespace fusekit_gdn_tc;
@@ -98,12 +99,12 @@ void launch_chain(const GdnParams & p, float * records, float * states) {
         <<<chain_grid, Threads, chain_shared_bytes<N, Pad, Buffers, Rounded>()>>>(p, records, states);
 }
 // The output pass with Cols value columns per CTA and its A fragments loaded ABatch at a time (step 3c; the defaults
-// are step 2c's pass); Mma: step 3f's products on mma.sync.
-template <int Pad, int Cols = fusekit_gdn_tc::kS, int ABatch = 1, bool Mma = false>
+// are step 2c's pass); Mma: step 3f's products on mma.sync; RoundedA: step 3i's (Qe and QKm read as stored, in TF32).
+template <int Pad, int Cols = fusekit_gdn_tc::kS, int ABatch = 1, bool Mma = false, bool RoundedA = false>
 void launch_output(const GdnParams & p, const float * records, const float * states) {
     using namespace fusekit_gdn_tc;
     const dim3 grid(unsigned(chunk_count(p.T) * (kS / Cols)), unsigned(p.H_v), unsigned(p.B));
-    chunked_gdn_tc_output<Pad, Cols, ABatch, Mma>
+    chunked_gdn_tc_output<Pad, Cols, ABatch, Mma, RoundedA>
         <<<grid, kStateThreads, output_shared_bytes<Pad, Cols>()>>>(p, records, states);
 }
 // The three passes, the chain with N columns, Buffers and Threads (step 2b/2c: 32 columns, step 2c's defaults).
@@ -201,37 +202,40 @@ using OutputMma64     = OutputVariant<64, 1, true>;   // step 3f with 64 columns
 // Step 3d: step 3d's prep pass, a chain (step 2c's, or with Whole step 3e's), then the output pass with Cols columns
 // and ABatch (step 2c's by default; OutputMma: step 3f's); timed: the prep pass alone, or with Whole the three passes
 // (PrepMmaOutput64: what fusion-4's glue ran in session 18; PrepMmaOutputMma: what it runs since session 19 when the
-// 128-column grid has at least one CTA per SM, as with the 35B layer's 32 heads; RoundedChain: with step 3h's chain).
-template <int Cols, int ABatch, bool Whole, bool OutputMma = false, bool RoundedChain = false> struct PrepVariant {
+// 128-column grid has at least one CTA per SM, as with the 35B layer's 32 heads; RoundedChain: with step 3h's chain;
+// RoundedRecord: step 3i, the record's Qe and QKm stored in TF32 by the prep pass and read so by the output pass).
+template <int Cols, int ABatch, bool Whole, bool OutputMma = false, bool RoundedChain = false, bool RoundedRecord = false>
+struct PrepVariant {
+    static_assert(OutputMma || !RoundedRecord, "only step 3f's output pass reads the record's TF32 as stored");
     static constexpr int          Pad   = fusekit_gdn_tc::kPadBanks;
-    static constexpr const char * kStep = "step 3d";
+    static constexpr const char * kStep = RoundedRecord ? "step 3i" : "step 3d";
     static constexpr const char * kPass = Whole ? "whole" : "prep pass";
     static constexpr const char * kKey  = Whole ? "median_us" : "prep_median_us";
     static void allow() {
         using namespace fusekit_gdn_tc;
-        CHECK(cudaFuncSetAttribute(chunked_gdn_tc_prep_mma<Pad>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+        CHECK(cudaFuncSetAttribute(chunked_gdn_tc_prep_mma<Pad, RoundedRecord>, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                    int(prep_shared_bytes<Pad>())));
-        CHECK(cudaFuncSetAttribute(chunked_gdn_tc_output<Pad, Cols, ABatch, OutputMma>,
+        CHECK(cudaFuncSetAttribute(chunked_gdn_tc_output<Pad, Cols, ABatch, OutputMma, RoundedRecord>,
                                    cudaFuncAttributeMaxDynamicSharedMemorySize, int(output_shared_bytes<Pad, Cols>())));
         allow_chain_shared_memory<32, Pad, 2, kStateThreads, Whole, RoundedChain>();
     }
     static int ctas_per_sm() {
         using namespace fusekit_gdn_tc;
         int ctas = 0;
-        CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&ctas, chunked_gdn_tc_prep_mma<Pad>, kPrepThreads,
+        CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&ctas, chunked_gdn_tc_prep_mma<Pad, RoundedRecord>, kPrepThreads,
                                                             prep_shared_bytes<Pad>()));
         return ctas;
     }
     static void split(const GdnParams & p, float * records, float * states, int sabotage) {
-        launch_prep_mma<Pad>(p, records, sabotage);
+        launch_prep_mma<Pad, RoundedRecord>(p, records, sabotage);
         launch_chain<32, Pad, 2, fusekit_gdn_tc::kStateThreads, Whole, RoundedChain>(p, records, states);
-        launch_output<Pad, Cols, ABatch, OutputMma>(p, records, states);
+        launch_output<Pad, Cols, ABatch, OutputMma, RoundedRecord>(p, records, states);
     }
     static void timed(const GdnParams & p, float * records, float * states) {
         if constexpr (Whole) {
             split(p, records, states, 0);
         } else {
-            launch_prep_mma<Pad>(p, records, 0);
+            launch_prep_mma<Pad, RoundedRecord>(p, records, 0);
         }
     }
 };
@@ -239,6 +243,8 @@ using PrepMma          = PrepVariant<fusekit_gdn_tc::kS, 1, false>;  // the prep
 using PrepMmaOutput64  = PrepVariant<64, 4, true>;                     // what the glue runs: whole
 using PrepMmaOutputMma = PrepVariant<fusekit_gdn_tc::kS, 1, true, true>;  // what the glue runs (32 heads)
 using PrepMmaRounded   = PrepVariant<fusekit_gdn_tc::kS, 1, true, true, true>;  // the same with step 3h's chain
+using PrepRoundRecord  = PrepVariant<fusekit_gdn_tc::kS, 1, false, true, false, true>;  // step 3i's prep pass alone
+using PrepRoundedAll   = PrepVariant<fusekit_gdn_tc::kS, 1, true, true, true, true>;    // steps 3h and 3i whole
 
 // How many prep CTAs share an SM (session 13's first prep pass: one; the blocked solve's version is sized for two).
 template <int Pad> int prep_ctas_per_sm() {
@@ -304,6 +310,8 @@ int main(int argc, char ** argv) {
     PrepMmaOutput64::allow();
     PrepMmaOutputMma::allow();
     PrepMmaRounded::allow();
+    PrepRoundRecord::allow();
+    PrepRoundedAll::allow();
     std::printf("step 3d prep pass: %d CTA(s) per SM; step 3f output passes: 128 columns: %d, 64 columns: %d\n",
                 PrepMma::ctas_per_sm(), OutputMma::ctas_per_sm(), OutputMma64::ctas_per_sm());
     const int prep_ctas = prep_ctas_per_sm<fusekit_gdn_tc::kPadNone>();
@@ -471,6 +479,8 @@ int main(int argc, char ** argv) {
         pass_variant(PrepMmaOutput64{}, "whole, with step 3e's chain and the output of 64 columns, A in batches of 4");
         pass_variant(PrepMmaOutputMma{}, "whole, with step 3e's chain and step 3f's output of 128 columns");
         pass_variant(PrepMmaRounded{}, "whole, with step 3h's chain and step 3f's output of 128 columns");
+        pass_variant(PrepRoundRecord{}, "prep pass alone, its record's Qe and QKm in TF32");
+        pass_variant(PrepRoundedAll{}, "whole, with step 3h's chain and the output of 128 columns reading Qe and QKm as stored");
         CHECK(cudaFree(d_states));
         CHECK(cudaFree(d_records));
         for (const float * d : {p.q, p.k, p.v, p.g, p.beta, p.state}) {

@@ -34,10 +34,12 @@ constexpr int kPad = fusekit_gdn_tc::kPadBanks;
 constexpr int  kOutputColumns     = 64;  // a grid of fewer CTAs than SMs with kWideOutputColumns
 constexpr int  kWideOutputColumns = fusekit_gdn_tc::kS;
 constexpr bool kChainMma          = true;
-// Step 3h: the chain reads its products' B operands (S0, U) from TF32 copies written beside them, rounded once instead
-// of in every fragment load (the same values; 27 KB more shared memory). Off until measured through ggml:
-// patches/experiments/fusion-4-chain-tf32.patch turns it on.
-constexpr bool kChainRounded      = false;
+// kTf32Operands: operands of TF32 products rounded once where they are written instead of in every fragment load
+// (sm_90 has no TF32 conversion instruction; each rounding is three): step 3h, the chain's B operands S0 and U from
+// TF32 copies written beside them (27 KB more shared memory), and step 3i, the record's Qe and QKm stored in TF32 by
+// the prep pass for the output pass. The same values. Off until measured through ggml:
+// patches/experiments/fusion-4-tf32-operands.patch turns it on.
+constexpr bool kTf32Operands      = false;
 
 bool fusion_disabled() {
     static const bool disabled = getenv("GGML_CUDA_DISABLE_FUSION") != nullptr && atoi(getenv("GGML_CUDA_DISABLE_FUSION"));
@@ -51,15 +53,15 @@ void allow_shared_memory(int device) {
         return;
     }
     using namespace fusekit_gdn_tc;
-    CUDA_CHECK(cudaFuncSetAttribute(chunked_gdn_tc_prep_mma<kPad>, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                    int(prep_shared_bytes<kPad>())));
-    CUDA_CHECK(cudaFuncSetAttribute(chunked_gdn_tc_chain<kChainColumns, kPad, 2, kStateThreads, kChainMma, kChainRounded>,
+    CUDA_CHECK(cudaFuncSetAttribute(chunked_gdn_tc_prep_mma<kPad, kTf32Operands>,
+                                    cudaFuncAttributeMaxDynamicSharedMemorySize, int(prep_shared_bytes<kPad>())));
+    CUDA_CHECK(cudaFuncSetAttribute(chunked_gdn_tc_chain<kChainColumns, kPad, 2, kStateThreads, kChainMma, kTf32Operands>,
                                     cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                    int(chain_shared_bytes<kChainColumns, kPad, 2, kChainRounded>())));
-    CUDA_CHECK(cudaFuncSetAttribute(chunked_gdn_tc_output<kPad, kOutputColumns, 1, true>,
+                                    int(chain_shared_bytes<kChainColumns, kPad, 2, kTf32Operands>())));
+    CUDA_CHECK(cudaFuncSetAttribute(chunked_gdn_tc_output<kPad, kOutputColumns, 1, true, kTf32Operands>,
                                     cudaFuncAttributeMaxDynamicSharedMemorySize,
                                     int(output_shared_bytes<kPad, kOutputColumns>())));
-    CUDA_CHECK(cudaFuncSetAttribute(chunked_gdn_tc_output<kPad, kWideOutputColumns, 1, true>,
+    CUDA_CHECK(cudaFuncSetAttribute(chunked_gdn_tc_output<kPad, kWideOutputColumns, 1, true, kTf32Operands>,
                                     cudaFuncAttributeMaxDynamicSharedMemorySize,
                                     int(output_shared_bytes<kPad, kWideOutputColumns>())));
     done[device] = true;
@@ -70,7 +72,7 @@ template <int Columns>
 void launch_output(const fusekit_gdn_tc::GdnParams & p, const float * records, const float * states, cudaStream_t stream) {
     using namespace fusekit_gdn_tc;
     const dim3 grid(unsigned(chunk_count(p.T) * (kS / Columns)), unsigned(p.H_v), unsigned(p.B));
-    chunked_gdn_tc_output<kPad, Columns, 1, true>
+    chunked_gdn_tc_output<kPad, Columns, 1, true, kTf32Operands>
         <<<grid, kStateThreads, output_shared_bytes<kPad, Columns>(), stream>>>(p, records, states);
 }
 
@@ -111,7 +113,7 @@ bool fusekit_chunked_gdn_try(ggml_backend_cuda_context & ctx, const ggml_tensor 
     }
     const auto & device = ggml_cuda_info().devices[ctx.device];
     if (!GGML_CUDA_CC_IS_NVIDIA(device.cc) || ggml_cuda_highest_compiled_arch(device.cc) < GGML_CUDA_CC_AMPERE ||
-        device.smpbo < chain_shared_bytes<kChainColumns, kPad, 2, kChainRounded>()) {
+        device.smpbo < chain_shared_bytes<kChainColumns, kPad, 2, kTf32Operands>()) {
         return false;
     }
     GdnParams p{};
@@ -143,9 +145,10 @@ bool fusekit_chunked_gdn_try(ggml_backend_cuda_context & ctx, const ggml_tensor 
     const dim3                  chunk_grid(unsigned(chunk_count(p.T)), unsigned(p.H_v), unsigned(p.B));
     const dim3                  chain_grid(unsigned(kS / kChainColumns), unsigned(p.H_v), unsigned(p.B));
     const int  sabotage = kSabotage ? fusekit_gdn::kSabotageMaskDiagonal : fusekit_gdn::kSabotageNone;
-    chunked_gdn_tc_prep_mma<kPad><<<chunk_grid, kPrepThreads, prep_shared_bytes<kPad>(), stream>>>(p, records.get(), sabotage);
-    chunked_gdn_tc_chain<kChainColumns, kPad, 2, kStateThreads, kChainMma, kChainRounded>
-        <<<chain_grid, kStateThreads, chain_shared_bytes<kChainColumns, kPad, 2, kChainRounded>(), stream>>>(
+    chunked_gdn_tc_prep_mma<kPad, kTf32Operands>
+        <<<chunk_grid, kPrepThreads, prep_shared_bytes<kPad>(), stream>>>(p, records.get(), sabotage);
+    chunked_gdn_tc_chain<kChainColumns, kPad, 2, kStateThreads, kChainMma, kTf32Operands>
+        <<<chain_grid, kStateThreads, chain_shared_bytes<kChainColumns, kPad, 2, kTf32Operands>(), stream>>>(
             p, records.get(), states.get());
     launch_output_pass(p, records.get(), states.get(), device.nsm, stream);
     CUDA_CHECK(cudaGetLastError());

@@ -742,7 +742,9 @@ __device__ inline void shared_tile_products(const float * a, const float * b, St
 // Step 3d's prep pass: the record of chunked_gdn_tc_prep, value for value (the same expressions in the same order),
 // with the products of shared_tile_products, the causal masks and decays applied where K K^T and Q K^T are stored
 // (no second pass over A and no read-back of QKm from the record), and e^{G_r}, e^{G_last - G_r} computed once per row.
-template <int Pad>
+// RoundRecord (step 3i): the record's Qe and QKm stored rounded to TF32, the form in which the output pass's products
+// read them (chunked_gdn_tc_output<..., RoundedA = true> then skips its rounding): the same products.
+template <int Pad, bool RoundRecord = false>
 __global__ void __launch_bounds__(kPrepThreads) chunked_gdn_tc_prep_mma(GdnParams p, float * records, int sabotage) {
     constexpr int LS = Rows<Pad>::S, LC = Rows<Pad>::C;
     extern __shared__ __align__(128) unsigned char shared_prep[];
@@ -774,16 +776,18 @@ __global__ void __launch_bounds__(kPrepThreads) chunked_gdn_tc_prep_mma(GdnParam
     shared_tile_products<4, 4, kS / 8, LS, 1, 1, LS>(sh.qb, sh.k, [&](int r, int s, float x0, float x1) {
         const float d0 = s <= r && r < L ? expf(float(sh.G[r] - sh.G[s])) : 0.0f;
         const float d1 = s + 1 <= r && r < L ? expf(float(sh.G[r] - sh.G[s + 1])) : 0.0f;
-        *reinterpret_cast<float2 *>(rec + Record::QKm + r * kC + s) = make_float2(d0 * x0, d1 * x1);
+        const float2 qkm = RoundRecord ? make_float2(tf32(d0 * x0), tf32(d1 * x1)) : make_float2(d0 * x0, d1 * x1);
+        *reinterpret_cast<float2 *>(rec + Record::QKm + r * kC + s) = qkm;
     });
     for (int r = tid; r < kC; r += nthr) {
         reinterpret_cast<double *>(rec + Record::G)[r] = sh.G[r];
         rec[Record::eG + r] = r < L ? float(exp(sh.G[r])) : 0.0f;
     }
     for (int idx = tid; idx < kC * kS; idx += nthr) {
-        const int  r = idx / kS, i = idx % kS;
-        const bool real_row = r < L;
-        rec[Record::Qe + idx]   = real_row ? sh.row_q[r] * sh.qb[r * LS + i] : 0.0f;
+        const int   r = idx / kS, i = idx % kS;
+        const bool  real_row = r < L;
+        const float qe       = real_row ? sh.row_q[r] * sh.qb[r * LS + i] : 0.0f;
+        rec[Record::Qe + idx]   = RoundRecord ? tf32(qe) : qe;
         rec[Record::Kend + idx] = real_row ? tf32(sh.row_kend[r] * sh.k[r * LS + i]) : 0.0f;  // rounded, as step 3b
     }
     __syncthreads();  // the queries are read (qb is free: the solve's scratch) and A is stored
@@ -1226,8 +1230,8 @@ template <int Pad, int Cols = kS> struct OutputShared {
 // read from global memory (written by an earlier launch) with plain loads, rows LDA floats apart, B in shared memory
 // in TF32 already, rows LDB floats apart; a and b offset to the lane's first element (row group of A, k = t; k = t,
 // column group of B's first tile). All A elements of the lane are loaded before the products, so their latencies
-// overlap.
-template <int KSteps, int LDA, int LDB, int Tiles>
+// overlap. RoundA false: A is stored in TF32 already (step 3i).
+template <int KSteps, int LDA, int LDB, int Tiles, bool RoundA = true>
 __device__ inline void mma_global_rows_shared(const float * a, const float * b, float (&acc)[Tiles][2][4]) {
     uint32_t af[KSteps][4];
 #pragma unroll
@@ -1239,9 +1243,11 @@ __device__ inline void mma_global_rows_shared(const float * a, const float * b, 
     }
 #pragma unroll
     for (int kk = 0; kk < KSteps; ++kk) {
+        if constexpr (RoundA) {
 #pragma unroll
-        for (int e = 0; e < 4; ++e) {
-            af[kk][e] = __float_as_uint(tf32(__uint_as_float(af[kk][e])));
+            for (int e = 0; e < 4; ++e) {
+                af[kk][e] = __float_as_uint(tf32(__uint_as_float(af[kk][e])));
+            }
         }
 #pragma unroll
         for (int tile = 0; tile < Tiles; ++tile) {
@@ -1260,12 +1266,14 @@ __device__ inline void mma_global_rows_shared(const float * a, const float * b, 
 // A operands (Qe, QKm, read from the record in L2) loaded ABatch fragments at a time before their products (with
 // ABatch = 1 each fragment's L2 latency is waited on in turn: 24 times per warp). Mma: step 3f, the products on
 // mma.sync (mma_global_rows_shared: every A element loaded up front, B by plain shared loads; ABatch unused), the same
-// values in the same order. The defaults are step 2c's pass.
-template <int Pad, int Cols = kS, int ABatch = 1, bool Mma = false>
+// values in the same order. RoundedA (with Mma; step 3i): the record's Qe and QKm are in TF32 already
+// (chunked_gdn_tc_prep_mma<Pad, true>), not rounded again. The defaults are step 2c's pass.
+template <int Pad, int Cols = kS, int ABatch = 1, bool Mma = false, bool RoundedA = false>
 __global__ void __launch_bounds__(kStateThreads) chunked_gdn_tc_output(GdnParams p, const float * records,
                                                                         const float * states) {
     static_assert(Cols % 32 == 0 && kS % Cols == 0, "8 warps cover 4 row tiles and Cols / 16 column tiles");
     static_assert(ABatch >= 1 && (kC / 8) % ABatch == 0, "fragment batches divide both products' k steps");
+    static_assert(Mma || !RoundedA, "only the mma.sync products skip the rounding");
     constexpr int LS           = OutputShared<Pad, Cols>::LD;
     constexpr int kSlices      = kS / Cols;
     constexpr int kWarpTiles   = Cols / 32;  // column tiles per warp: two warps per row tile
@@ -1288,10 +1296,10 @@ __global__ void __launch_bounds__(kStateThreads) chunked_gdn_tc_output(GdnParams
     if constexpr (Mma) {
         const int group = (tid % 32) / 4, t = tid % 4;
         float     acc[kWarpTiles][2][4] = {};
-        mma_global_rows_shared<kS / 8, kS, LS>(rec + Record::Qe + (tm * 16 + group) * kS + t,
-                                               sh.s0 + t * LS + tn0 * 16 + group, acc);  // Qe S0
-        mma_global_rows_shared<kC / 8, kC, LS>(rec + Record::QKm + (tm * 16 + group) * kC + t,
-                                               sh.u + t * LS + tn0 * 16 + group, acc);   // QKm U
+        mma_global_rows_shared<kS / 8, kS, LS, kWarpTiles, !RoundedA>(rec + Record::Qe + (tm * 16 + group) * kS + t,
+                                                                     sh.s0 + t * LS + tn0 * 16 + group, acc);  // Qe S0
+        mma_global_rows_shared<kC / 8, kC, LS, kWarpTiles, !RoundedA>(rec + Record::QKm + (tm * 16 + group) * kC + t,
+                                                                     sh.u + t * LS + tn0 * 16 + group, acc);  // QKm U
         __syncthreads();  // every warp is done with S0: its buffer takes the result tiles
 #pragma unroll
         for (int tile = 0; tile < kWarpTiles; ++tile) {

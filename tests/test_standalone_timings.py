@@ -311,3 +311,43 @@ def test_glu_handoff_table_sets_each_hand_off_against_the_gemv_alone() -> None:
     assert rows["cluster of 16 CTAs of 2 rows"][3] == "not launchable"
     assert rows["cluster of 8 CTAs of 4 rows"][3:] == ["~~10.00~~", "+0.50", "y ok, **3 q8_1 blocks wrong**"]
     assert glu_handoff_table("glu-handoff-standalone.json", {"variants": []}) is None
+
+
+def test_chunked_gdn_table_adds_step_3h_chain_and_step_3i_rows_by_their_own_keys() -> None:
+    """Step 3h's chain row (chain_median_us) follows step 3e's; step 3i's prep-alone and whole rows come after step
+    3d's, each column with its own key."""
+    data, step_1 = _chunked_gdn("h200-2026-12-02-session15-step2c-gluq8")
+    rows = [
+        {"what": step_1[0]["what"] + " (step 3e, chain on mma.sync from shared memory)", "chain_median_us": 41.6},
+        {
+            "what": step_1[0]["what"] + " (step 3h, chain on mma.sync, its B operands from TF32 copies)",
+            "chain_median_us": 38.5,
+            "median_us": 999.0,
+        },
+        {
+            "what": step_1[0]["what"] + " (step 3d, prep pass alone, on mma.sync from shared memory)",
+            "prep_median_us": 50.7,
+        },
+        {
+            "what": step_1[0]["what"] + " (step 3i, prep pass alone, its record's Qe and QKm in TF32)",
+            "prep_median_us": 51.25,
+            "chain_median_us": 999.0,
+        },
+        {
+            "what": step_1[0]["what"] + " (step 3i, whole, with step 3h's chain and the output of 128 columns)",
+            "median_us": 110.5,
+        },
+    ]
+    table = chunked_gdn_table(
+        "chunked-gdn-standalone.json", {**data, "cases": [*data["cases"], *({**r, "ok": True} for r in rows)]}
+    )
+    assert table is not None
+    assert table.headers[-5:] == [
+        "step 3e chain: chain on mma.sync from shared memory",
+        "step 3h chain: chain on mma.sync, its B operands from TF32 copies",
+        "step 3d: prep pass alone, on mma.sync from shared memory",
+        "step 3i: prep pass alone, its record's Qe and QKm in TF32",
+        "step 3i: whole, with step 3h's chain and the output of 128 columns",
+    ]
+    assert table.rows[0][-5:] == ["41.60", "38.50", "50.70", "51.25", "110.50"]
+    assert "step 3h: " in table.caption and "step 3i: " in table.caption
