@@ -166,9 +166,10 @@ PASS_VARIANTS = {
     " (step 3i, ": (
         "step 3i",
         ("prep_median_us", "median_us"),
-        "step 3i: step 3d's prep pass storing the record's Qe and QKm in TF32, then a chain and step 3f's output pass "
-        "reading them without rounding, checked whole; timed as its column says: the prep pass alone (compare with "
-        "step 3d's), or all three passes with the chain the column names (compare with step 3d whole)",
+        "step 3i: step 3d's prep pass storing its TF32-only operands rounded (P, the scaled keys and values, the "
+        "record's Qe and QKm), then a chain and step 3f's output pass reading them without rounding, checked whole; "
+        "timed as its column says: the prep pass alone (compare with step 3d's), or all three passes with the chain "
+        "the column names (compare with step 3d whole)",
     ),
 }
 

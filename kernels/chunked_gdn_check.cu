@@ -70,12 +70,12 @@ template <int Pad> void launch_prep(const GdnParams & p, float * records, int sa
     const dim3 prep_grid(unsigned(chunk_count(p.T)), unsigned(p.H_v), unsigned(p.B));
     chunked_gdn_tc_prep<Pad><<<prep_grid, kPrepThreads, prep_shared_bytes<Pad>()>>>(p, records, sabotage);
 }
-// Step 3d's prep pass (mma.sync from shared memory, the masks applied where the products are stored); RoundRecord:
-// step 3i's (the record's Qe and QKm stored in TF32).
-template <int Pad, bool RoundRecord = false> void launch_prep_mma(const GdnParams & p, float * records, int sabotage) {
+// Step 3d's prep pass (mma.sync from shared memory, the masks applied where the products are stored); RoundOnce:
+// step 3i's (what is only a TF32 product's operand stored in TF32 and read so).
+template <int Pad, bool RoundOnce = false> void launch_prep_mma(const GdnParams & p, float * records, int sabotage) {
     using namespace fusekit_gdn_tc;
     const dim3 prep_grid(unsigned(chunk_count(p.T)), unsigned(p.H_v), unsigned(p.B));
-    chunked_gdn_tc_prep_mma<Pad, RoundRecord><<<prep_grid, kPrepThreads, prep_shared_bytes<Pad>()>>>(p, records, sabotage);
+    chunked_gdn_tc_prep_mma<Pad, RoundOnce><<<prep_grid, kPrepThreads, prep_shared_bytes<Pad>()>>>(p, records, sabotage);
 }
 template <int N> void launch_two_pass(const GdnParams & p, float * records, int sabotage) {
     using namespace fusekit_gdn_tc;
@@ -203,7 +203,7 @@ using OutputMma64     = OutputVariant<64, 1, true>;   // step 3f with 64 columns
 // and ABatch (step 2c's by default; OutputMma: step 3f's); timed: the prep pass alone, or with Whole the three passes
 // (PrepMmaOutput64: what fusion-4's glue ran in session 18; PrepMmaOutputMma: what it runs since session 19 when the
 // 128-column grid has at least one CTA per SM, as with the 35B layer's 32 heads; RoundedChain: with step 3h's chain;
-// RoundedRecord: step 3i, the record's Qe and QKm stored in TF32 by the prep pass and read so by the output pass).
+// RoundedRecord: step 3i, the prep pass's TF32-only operands, and the record's Qe and QKm, stored in TF32 and read so).
 template <int Cols, int ABatch, bool Whole, bool OutputMma = false, bool RoundedChain = false, bool RoundedRecord = false>
 struct PrepVariant {
     static_assert(OutputMma || !RoundedRecord, "only step 3f's output pass reads the record's TF32 as stored");
@@ -243,7 +243,7 @@ using PrepMma          = PrepVariant<fusekit_gdn_tc::kS, 1, false>;  // the prep
 using PrepMmaOutput64  = PrepVariant<64, 4, true>;                     // what the glue runs: whole
 using PrepMmaOutputMma = PrepVariant<fusekit_gdn_tc::kS, 1, true, true>;  // what the glue runs (32 heads)
 using PrepMmaRounded   = PrepVariant<fusekit_gdn_tc::kS, 1, true, true, true>;  // the same with step 3h's chain
-using PrepRoundRecord  = PrepVariant<fusekit_gdn_tc::kS, 1, false, true, false, true>;  // step 3i's prep pass alone
+using PrepRoundOnce  = PrepVariant<fusekit_gdn_tc::kS, 1, false, true, false, true>;  // step 3i's prep pass alone
 using PrepRoundedAll   = PrepVariant<fusekit_gdn_tc::kS, 1, true, true, true, true>;    // steps 3h and 3i whole
 
 // How many prep CTAs share an SM (session 13's first prep pass: one; the blocked solve's version is sized for two).
@@ -310,7 +310,7 @@ int main(int argc, char ** argv) {
     PrepMmaOutput64::allow();
     PrepMmaOutputMma::allow();
     PrepMmaRounded::allow();
-    PrepRoundRecord::allow();
+    PrepRoundOnce::allow();
     PrepRoundedAll::allow();
     std::printf("step 3d prep pass: %d CTA(s) per SM; step 3f output passes: 128 columns: %d, 64 columns: %d\n",
                 PrepMma::ctas_per_sm(), OutputMma::ctas_per_sm(), OutputMma64::ctas_per_sm());
@@ -479,7 +479,7 @@ int main(int argc, char ** argv) {
         pass_variant(PrepMmaOutput64{}, "whole, with step 3e's chain and the output of 64 columns, A in batches of 4");
         pass_variant(PrepMmaOutputMma{}, "whole, with step 3e's chain and step 3f's output of 128 columns");
         pass_variant(PrepMmaRounded{}, "whole, with step 3h's chain and step 3f's output of 128 columns");
-        pass_variant(PrepRoundRecord{}, "prep pass alone, its record's Qe and QKm in TF32");
+        pass_variant(PrepRoundOnce{}, "prep pass alone, TF32-only operands stored rounded");
         pass_variant(PrepRoundedAll{}, "whole, with step 3h's chain and the output of 128 columns reading Qe and QKm as stored");
         CHECK(cudaFree(d_states));
         CHECK(cudaFree(d_records));

@@ -36,8 +36,8 @@ constexpr int  kWideOutputColumns = fusekit_gdn_tc::kS;
 constexpr bool kChainMma          = true;
 // kTf32Operands: operands of TF32 products rounded once where they are written instead of in every fragment load
 // (sm_90 has no TF32 conversion instruction; each rounding is three): step 3h, the chain's B operands S0 and U from
-// TF32 copies written beside them (27 KB more shared memory), and step 3i, the record's Qe and QKm stored in TF32 by
-// the prep pass for the output pass. The same values. Off until measured through ggml:
+// TF32 copies written beside them (27 KB more shared memory), and step 3i, the prep pass's P and scaled keys and
+// values, and the record's Qe and QKm (for the output pass), stored in TF32. The same values. Off until measured:
 // patches/experiments/fusion-4-tf32-operands.patch turns it on.
 constexpr bool kTf32Operands      = false;
 

@@ -565,8 +565,9 @@ template <int Pad> __device__ inline void scan_gates(PrepShared<Pad> & sh, int l
     sh.G[2 * lane + 1] = scan;
 }
 
-// The values scaled by beta f into qb (the U0 product's B operand), batched as the keys in stage_prep_inputs.
-template <int Pad>
+// The values scaled by beta f into qb (the U0 product's B operand), batched as the keys in stage_prep_inputs;
+// RoundTf32: stored rounded to TF32, the form in which that product reads them (step 3i).
+template <int Pad, bool RoundTf32 = false>
 __device__ inline void stage_scaled_values(const GdnParams & p, PrepShared<Pad> & sh, int b, int h, int t0, int L,
                                            int sabotage) {
     constexpr int LS = Rows<Pad>::S;
@@ -583,7 +584,8 @@ __device__ inline void stage_scaled_values(const GdnParams & p, PrepShared<Pad> 
         for (int u = 0; u < kStageBatch; ++u) {
             const int idx = idx0 + u * nthr, r = idx / kS, j = idx % kS;
             if (idx < kC * kS) {
-                sh.qb[r * LS + j] = r < L ? sh.beta[r] * sabotage_factor(sh, r, sabotage) * vv[u] : 0.0f;
+                const float x     = r < L ? sh.beta[r] * sabotage_factor(sh, r, sabotage) * vv[u] : 0.0f;
+                sh.qb[r * LS + j] = RoundTf32 ? tf32(x) : x;
             }
         }
     }
@@ -742,9 +744,11 @@ __device__ inline void shared_tile_products(const float * a, const float * b, St
 // Step 3d's prep pass: the record of chunked_gdn_tc_prep, value for value (the same expressions in the same order),
 // with the products of shared_tile_products, the causal masks and decays applied where K K^T and Q K^T are stored
 // (no second pass over A and no read-back of QKm from the record), and e^{G_r}, e^{G_last - G_r} computed once per row.
-// RoundRecord (step 3i): the record's Qe and QKm stored rounded to TF32, the form in which the output pass's products
-// read them (chunked_gdn_tc_output<..., RoundedA = true> then skips its rounding): the same products.
-template <int Pad, bool RoundRecord = false>
+// RoundOnce (step 3i): what is only ever a TF32 product's operand stored rounded to TF32, the form in which the
+// products read it, and read as stored: the record's Qe and QKm (chunked_gdn_tc_output<..., RoundedA = true> then
+// skips its rounding), and this pass's P (after the inversion, which needs it in fp32) and scaled keys and values (the
+// W and U0 products' operands). The same products.
+template <int Pad, bool RoundOnce = false>
 __global__ void __launch_bounds__(kPrepThreads) chunked_gdn_tc_prep_mma(GdnParams p, float * records, int sabotage) {
     constexpr int LS = Rows<Pad>::S, LC = Rows<Pad>::C;
     extern __shared__ __align__(128) unsigned char shared_prep[];
@@ -776,7 +780,7 @@ __global__ void __launch_bounds__(kPrepThreads) chunked_gdn_tc_prep_mma(GdnParam
     shared_tile_products<4, 4, kS / 8, LS, 1, 1, LS>(sh.qb, sh.k, [&](int r, int s, float x0, float x1) {
         const float d0 = s <= r && r < L ? expf(float(sh.G[r] - sh.G[s])) : 0.0f;
         const float d1 = s + 1 <= r && r < L ? expf(float(sh.G[r] - sh.G[s + 1])) : 0.0f;
-        const float2 qkm = RoundRecord ? make_float2(tf32(d0 * x0), tf32(d1 * x1)) : make_float2(d0 * x0, d1 * x1);
+        const float2 qkm = RoundOnce ? make_float2(tf32(d0 * x0), tf32(d1 * x1)) : make_float2(d0 * x0, d1 * x1);
         *reinterpret_cast<float2 *>(rec + Record::QKm + r * kC + s) = qkm;
     });
     for (int r = tid; r < kC; r += nthr) {
@@ -787,7 +791,7 @@ __global__ void __launch_bounds__(kPrepThreads) chunked_gdn_tc_prep_mma(GdnParam
         const int   r = idx / kS, i = idx % kS;
         const bool  real_row = r < L;
         const float qe       = real_row ? sh.row_q[r] * sh.qb[r * LS + i] : 0.0f;
-        rec[Record::Qe + idx]   = RoundRecord ? tf32(qe) : qe;
+        rec[Record::Qe + idx]   = RoundOnce ? tf32(qe) : qe;
         rec[Record::Kend + idx] = real_row ? tf32(sh.row_kend[r] * sh.k[r * LS + i]) : 0.0f;  // rounded, as step 3b
     }
     __syncthreads();  // the queries are read (qb is free: the solve's scratch) and A is stored
@@ -795,22 +799,30 @@ __global__ void __launch_bounds__(kPrepThreads) chunked_gdn_tc_prep_mma(GdnParam
     // P = (I + A)^-1 by 16 x 16 blocks, then the keys scaled into qb
     invert_unit_lower_blocked(sh.a, sh.pinv, sh.qb, tid, nthr, fusekit_gdn::CtaBarrier{}, 0, LC);
     for (int idx = tid; idx < kC * kS; idx += nthr) {
-        const int r = idx / kS, i = idx % kS;
-        sh.qb[r * LS + i] = r < L ? sh.beta[r] * sh.row_q[r] * sabotage_factor(sh, r, sabotage) * sh.k[r * LS + i] : 0.0f;
+        const int   r = idx / kS, i = idx % kS;
+        const float x = r < L ? sh.beta[r] * sh.row_q[r] * sabotage_factor(sh, r, sabotage) * sh.k[r * LS + i] : 0.0f;
+        sh.qb[r * LS + i] = RoundOnce ? tf32(x) : x;
+    }
+    if constexpr (RoundOnce) {  // P is final (the inversion ends at a barrier) and from here on only an A operand
+        for (int idx = tid; idx < kC * kC; idx += nthr) {
+            sh.pinv[(idx / kC) * LC + idx % kC] = tf32(sh.pinv[(idx / kC) * LC + idx % kC]);
+        }
     }
     __syncthreads();
 
     // W = P (diag(beta e^G f) K), stored in TF32 (as step 3b)
-    shared_tile_products<4, kS / 16, kC / 8, LC, 1, LS, 1>(sh.pinv, sh.qb, [&](int r, int col, float x0, float x1) {
-        *reinterpret_cast<float2 *>(rec + Record::W + r * kS + col) = make_float2(tf32(x0), tf32(x1));
-    });
+    shared_tile_products<4, kS / 16, kC / 8, LC, 1, LS, 1, !RoundOnce, !RoundOnce>(
+        sh.pinv, sh.qb, [&](int r, int col, float x0, float x1) {
+            *reinterpret_cast<float2 *>(rec + Record::W + r * kS + col) = make_float2(tf32(x0), tf32(x1));
+        });
     __syncthreads();
-    stage_scaled_values(p, sh, b, h, t0, L, sabotage);
+    stage_scaled_values<Pad, RoundOnce>(p, sh, b, h, t0, L, sabotage);
     __syncthreads();
     // U0 = P (diag(beta f) V)
-    shared_tile_products<4, kS / 16, kC / 8, LC, 1, LS, 1>(sh.pinv, sh.qb, [&](int r, int col, float x0, float x1) {
-        *reinterpret_cast<float2 *>(rec + Record::U0 + r * kS + col) = make_float2(x0, x1);
-    });
+    shared_tile_products<4, kS / 16, kC / 8, LC, 1, LS, 1, !RoundOnce, !RoundOnce>(
+        sh.pinv, sh.qb, [&](int r, int col, float x0, float x1) {
+            *reinterpret_cast<float2 *>(rec + Record::U0 + r * kS + col) = make_float2(x0, x1);
+        });
 }
 
 // Pieces both state kernels share (step 2a's state pass and step 2b's chain), for a slice of N value columns.
@@ -1267,7 +1279,7 @@ __device__ inline void mma_global_rows_shared(const float * a, const float * b, 
 // ABatch = 1 each fragment's L2 latency is waited on in turn: 24 times per warp). Mma: step 3f, the products on
 // mma.sync (mma_global_rows_shared: every A element loaded up front, B by plain shared loads; ABatch unused), the same
 // values in the same order. RoundedA (with Mma; step 3i): the record's Qe and QKm are in TF32 already
-// (chunked_gdn_tc_prep_mma<Pad, true>), not rounded again. The defaults are step 2c's pass.
+// (chunked_gdn_tc_prep_mma<Pad, RoundOnce = true>), not rounded again. The defaults are step 2c's pass.
 template <int Pad, int Cols = kS, int ABatch = 1, bool Mma = false, bool RoundedA = false>
 __global__ void __launch_bounds__(kStateThreads) chunked_gdn_tc_output(GdnParams p, const float * records,
                                                                         const float * states) {

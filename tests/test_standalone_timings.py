@@ -329,7 +329,7 @@ def test_chunked_gdn_table_adds_step_3h_chain_and_step_3i_rows_by_their_own_keys
             "prep_median_us": 50.7,
         },
         {
-            "what": step_1[0]["what"] + " (step 3i, prep pass alone, its record's Qe and QKm in TF32)",
+            "what": step_1[0]["what"] + " (step 3i, prep pass alone, TF32-only operands stored rounded)",
             "prep_median_us": 51.25,
             "chain_median_us": 999.0,
         },
@@ -346,7 +346,7 @@ def test_chunked_gdn_table_adds_step_3h_chain_and_step_3i_rows_by_their_own_keys
         "step 3e chain: chain on mma.sync from shared memory",
         "step 3h chain: chain on mma.sync, its B operands from TF32 copies",
         "step 3d: prep pass alone, on mma.sync from shared memory",
-        "step 3i: prep pass alone, its record's Qe and QKm in TF32",
+        "step 3i: prep pass alone, TF32-only operands stored rounded",
         "step 3i: whole, with step 3h's chain and the output of 128 columns",
     ]
     assert table.rows[0][-5:] == ["41.60", "38.50", "50.70", "51.25", "110.50"]
