@@ -11,6 +11,7 @@ if TYPE_CHECKING:
 
 from .clock_spread import Span, side_spreads
 from .kl_control import SIGMAS, control_cells, is_control
+from .stack_parts import stacks_against_parts
 from .stats import RESOLVE, paired_rounds_estimate, round_pairs
 
 FEW_SAMPLES = 5
@@ -86,6 +87,23 @@ def speed_frame(result: dict[str, Any]) -> pd.DataFrame:
                 "note": note,
             }
         )
+    return _pandas().DataFrame(rows)
+
+
+def stack_parts_frame(result: dict[str, Any]) -> pd.DataFrame:
+    """Each stack next to the product of its parts' ratios and the sum of their savings per token."""
+    rows = [
+        {
+            "test": found.test,
+            "stack": found.stack,
+            "parts": ", ".join(found.parts),
+            "stack / stock": _fmt(found.measured),
+            "product of the parts": _fmt(found.product),
+            "parts' savings added": _fmt(found.additive),
+            "stack / added": _fmt(found.measured / found.additive),
+        }
+        for found in stacks_against_parts(result)
+    ]
     return _pandas().DataFrame(rows)
 
 
@@ -312,6 +330,19 @@ def render(result: dict[str, Any], path: str | None = None) -> str:
             "ratio = variant/stock of medians, 95% percentile-bootstrap interval; same = interval contains 1.0. "
             "Paired by round: the geometric mean of each round's variant/stock ratio of process medians with a 95% "
             "t interval over rounds (3+ rounds); drift that moves both sides of a round together cancels there.",
+        ]
+    parts = stack_parts_frame(result)
+    if not parts.empty:
+        out += [
+            "",
+            "### The stacks against their parts",
+            "",
+            markdown_table(parts),
+            "",
+            "Medians of this eval. A part holds one fusion (with the patches it was measured with), a stack two or "
+            "more; parts' savings added: stock's time per token less the sum of what each part saves, as a ratio to "
+            "stock. Savings add where the parts remove different work from one token, and a fixed saving is a larger "
+            "share of a token others have shortened, so the stack can beat the product of its parts.",
         ]
     clocks = clocks_frame(result)
     if not clocks.empty:
