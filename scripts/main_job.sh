@@ -32,12 +32,12 @@ echo
 echo "== committed H200 result ($H200_STACK; full session report: $H200_SESSION/REPORT.md)"
 fusekit report "$H200_STACK"
 
-# Each fusion with the experiments measured on top of it (patches/experiments/), on its own, and the stack with all
-# of them (E4: the q8_1 epilogues of the attention output and the gated output norm, packed short rows, Q4_0 experts,
-# the norm's weights loaded early, the router's experts picked by rank (now part of fusion-3), the gated-delta-net
-# conv window in one launch, ssm_out's product adding the residual, the recurrent state read in place, and the MMVQ
-# fix; 848.75 kernels per token, stock 1,527.75), session 13, 5 interleaved rounds.
-H200_EXPERIMENTS=results/h200-2026-12-01-session13-on-their-own
+# Issue #12's one run (session 21, 3 interleaved rounds): stock, each fusion with the experiments measured on top of it
+# (patches/experiments/) on its own, the stack 1-4 and the stack 1-5 with all of them (the q8_1 epilogues of the
+# attention output and the gated output norm, packed short rows, Q4_0 experts, the norm's weights loaded early, the
+# gated-delta-net conv window in one launch, ssm_out's product adding the residual, the recurrent state read in place,
+# and the MMVQ fix; 848.8 kernels per token, stock 1,527.8), decode and prompts, with the stacks against their parts.
+H200_EXPERIMENTS=results/h200-2026-12-03-session21-one-run
 echo
-echo "== committed H200 result, each fusion with its experiments and the stack with all of them ($H200_EXPERIMENTS/eval-all-35b.json; report: $H200_EXPERIMENTS/REPORT.md)"
+echo "== committed H200 result, each fusion alone and the stacks 1-4 and 1-5 with their experiments ($H200_EXPERIMENTS/eval-all-35b.json; report: $H200_EXPERIMENTS/REPORT.md)"
 fusekit report "$H200_EXPERIMENTS/eval-all-35b.json"
