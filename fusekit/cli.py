@@ -19,6 +19,7 @@ from .compilecheck import compile_check, cublas_include, find_nvcc
 from .console import StepMeter, note, print_json, table
 from .errors import FusekitError
 from .gitutil import git_error_text
+from .named_stacks import expand, load_stacks
 from .paths import resolve_home
 from .pin import load_pin
 from .registry import Registry
@@ -117,13 +118,20 @@ def list_fusions(as_json: bool) -> None:
             [[f.name, f.alias, ",".join(f.backends), f.title] for f in registry.fusions],
         )
     )
+    stacks = load_stacks(registry)
+    if stacks:
+        click.echo("\nnamed stacks (patches/stacks.toml; 'fusekit apply NAME'):")
+        click.echo(table(["name", "entries", "title"], [[s.name, str(len(s.specs)), s.title] for s in stacks.values()]))
 
 
 @main.command("apply")
-@click.argument("specs", nargs=-1, required=True, metavar="FUSION|PATCH_FILE...")
+@click.argument("specs", nargs=-1, required=True, metavar="FUSION|STACK|PATCH_FILE...")
 @click.pass_context
 def apply_cmd(ctx: click.Context, specs: tuple[str, ...]) -> None:
-    """Add fusions (by name or alias) or patch files to the current variant.
+    """Add fusions (by name or alias), named stacks or patch files to the current variant.
+
+    A named stack (`fusekit list` shows them, `patches/stacks.toml` defines them) is the fusions and
+    patches a GPU session measured as one variant: `fusekit apply stack-1-5` gives exactly that variant.
 
     apply adds to what is applied already: `fusekit reset` first for a variant of exactly
     these entries. The stack is kept in canonical order (fusion-1 .. fusion-N, then your patch
@@ -131,8 +139,9 @@ def apply_cmd(ctx: click.Context, specs: tuple[str, ...]) -> None:
     """
     ws = _workspace(ctx)
     registry = Registry.load()
+    specs_expanded = expand(list(specs), load_stacks(registry))
     with ws.lock():
-        variant = apply(ws, list(specs), registry, resolve_spec)
+        variant = apply(ws, specs_expanded, registry, resolve_spec)
     click.echo(f"current variant: {variant.label} ({len(variant.entries)} entries, tree {variant.tree})")
 
 

@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from .errors import FusekitError
+from .named_stacks import expand, load_stacks
 from .registry import Fusion, Registry
 
 STOCK = "stock"
@@ -95,13 +96,13 @@ def resolve_spec(spec: str, registry: Registry) -> Entry:
 
 
 def spec_entries(spec: str, registry: Registry) -> list[Entry]:
-    """``stock``, a fusion, a patch file, or several joined with '+' (``fusion-1+fusion-5``)."""
+    """``stock``, a fusion, a named stack, a patch file, or several joined with '+' (``fusion-1+fusion-5``)."""
     if spec == STOCK:
         return []
     parts = [p for p in spec.split("+") if p]
     if not parts:
         raise FusekitError(f"empty variant {spec!r}")
-    return [resolve_spec(part, registry) for part in parts]
+    return [resolve_spec(part, registry) for part in expand(parts, load_stacks(registry))]
 
 
 def canonical(entries: list[Entry]) -> list[Entry]:
