@@ -165,9 +165,11 @@ def _model_line(name: str, model: dict[str, Any]) -> str:
         types = f"{model.get('experts_type', '?')} experts ({experts}), {types}"
     size = f"{model['bytes'] / 1e9:.2f} GB" if "bytes" in model else "size unknown"
     what = shapes.get("description", shapes.get("arch", "?"))
+    gain = shapes.get("branch_gain", 1.0)
+    tame = f", branch gain {gain:g} (a tame model: blocks' output projections scaled down)" if gain != 1.0 else ""
     return (
         f"- model (`{name}`): synthetic {model.get('preset', '?')}: {what}; "
-        f"{shapes.get('n_layer', '?')} layers, {types}, {size}, seed {model.get('seed', '?')}"
+        f"{shapes.get('n_layer', '?')} layers, {types}, {size}, seed {model.get('seed', '?')}{tame}"
     )
 
 

@@ -163,3 +163,16 @@ def test_same_seed_same_file(pinned_home: Path, tmp_path: Path) -> None:
     for path, seed in zip(paths, (1, 1, 2), strict=True):
         write_model(preset, path, gguf_py, seed=seed)
     assert paths[0].read_bytes() == paths[1].read_bytes() != paths[2].read_bytes()
+
+
+def test_branch_gain_scales_only_the_blocks_output_projections(gguf) -> None:
+    import dataclasses
+
+    p = PRESETS["qwen3.6-35b-a3b"]
+    plain = {t.name: t.std for t in specs.tensors(p, gguf)}
+    tame = {t.name: t.std for t in specs.tensors(dataclasses.replace(p, branch_gain=0.05), gguf)}
+    scaled = sorted({n.split(".", 2)[2] for n in plain if not math.isclose(tame[n], plain[n])})
+    assert scaled == ["attn_output.weight", "ffn_down_exps.weight", "ffn_down_shexp.weight", "ssm_out.weight"]
+    assert math.isclose(tame["blk.0.ssm_out.weight"], 0.05 * plain["blk.0.ssm_out.weight"])
+    assert "branch gain 0.05" in dataclasses.replace(p, branch_gain=0.05).summary()
+    assert "branch gain" not in p.summary()

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from pathlib import Path
 
@@ -62,6 +63,10 @@ def _size_option(name: str) -> click.Option:
 )
 @click.option("--dense-type", default="q8_0", show_default=True, help="Type of all other matrices (same choices).")
 @click.option("--seed", type=int, default=0, show_default=True, help="Random seed (same seed, same file).")
+@click.option("--branch-gain", type=click.FloatRange(min=0.0, min_open=True), default=1.0, show_default=True,
+              help="Weight scale of each block's output projection: well below 1 (0.05) the residual keeps the "
+                   "embedding and a pure fp32 order change no longer turns into different text (a tame model for "
+                   "KL and text checks; kernels and timings are the same).")  # fmt: skip
 @click.option("--quantize-bin", type=click.Path(dir_okay=False, path_type=Path), default=None,
               help="llama-quantize for K/IQ types (default: the stock build's).")  # fmt: skip
 @click.option("--quality", "check_quality", is_flag=True,
@@ -77,6 +82,7 @@ def synth_cmd(
     experts_type: str,
     dense_type: str,
     seed: int,
+    branch_gain: float,
     quantize_bin: Path | None,
     check_quality: bool,
     json_out: Path | None,
@@ -97,6 +103,7 @@ def synth_cmd(
     experts_type = check_type(experts_type, "--experts-type")
     dense_type = check_type(dense_type, "--dense-type")
     chosen = reduced(get_preset(preset), **{SIZE_OPTIONS[k]: v for k, v in sizes.items()})
+    chosen = dataclasses.replace(chosen, branch_gain=branch_gain)
     ws = Workspace(resolve_home(ctx.obj.get("home") if ctx.obj else None))
     ws.require_init()
     bins = _stock_bins(ws)

@@ -43,6 +43,10 @@ class Preset:
     ssm_k_heads: int = 0
     ssm_v_heads: int = 0
     full_attn_interval: int = 0  # every N-th layer is full attention, the others gated delta net
+    # weight scale of each block's output projection (attention and gated-delta-net out, FFN and expert down): at 1 a
+    # block adds as much as the residual holds and 40 layers amplify any fp32 order change into different text; well
+    # below 1 the residual keeps the embedding, and such changes stay as small as they are (a "tame" model for KL)
+    branch_gain: float = 1.0
 
     @property
     def is_moe(self) -> bool:
@@ -69,6 +73,8 @@ class Preset:
                 f"gated delta net {self.ssm_k_heads}k/{self.ssm_v_heads}v heads of {self.ssm_state}, "
                 f"conv {self.ssm_conv}, full attention every {self.full_attn_interval}"
             )
+        if self.branch_gain != 1.0:
+            parts.append(f"branch gain {self.branch_gain:g}")
         return ", ".join(parts)
 
 

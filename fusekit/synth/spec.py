@@ -71,7 +71,7 @@ def tensors(p: Preset, gguf: ModuleType) -> list[TensorSpec]:
                 _mat(n(T.ATTN_Q, i), p.n_embd, q_width * gated),
                 _mat(n(T.ATTN_K, i), p.n_embd, kv_width),
                 _mat(n(T.ATTN_V, i), p.n_embd, kv_width),
-                _mat(n(T.ATTN_OUT, i), q_width, p.n_embd),
+                _mat(n(T.ATTN_OUT, i), q_width, p.n_embd, gain=p.branch_gain),
             ]
             if p.arch in ("qwen3", "qwen35moe"):
                 out += [_ones(n(T.ATTN_Q_NORM, i), p.head_dim), _ones(n(T.ATTN_K_NORM, i), p.head_dim)]
@@ -95,7 +95,7 @@ def _gated_delta_net(p: Preset, i: int, n: Any, T: Any) -> list[TensorSpec]:
         TensorSpec(n(T.SSM_BETA, i), (p.ssm_v_heads, p.n_embd), "f32", 1.0 / math.sqrt(p.n_embd)),
         TensorSpec(n(T.SSM_ALPHA, i), (p.ssm_v_heads, p.n_embd), "f32", 1.0 / math.sqrt(p.n_embd)),
         _ones(n(T.SSM_NORM, i), p.ssm_state),
-        _mat(n(T.SSM_OUT, i), value_dim, p.n_embd),
+        _mat(n(T.SSM_OUT, i), value_dim, p.n_embd, gain=p.branch_gain),
     ]
 
 
@@ -105,7 +105,7 @@ def _ffn(p: Preset, i: int, n: Any, T: Any) -> list[TensorSpec]:
             _ones(n(T.FFN_NORM, i), p.n_embd),
             _mat(n(T.FFN_GATE, i), p.n_embd, p.n_ff),
             _mat(n(T.FFN_UP, i), p.n_embd, p.n_ff),
-            _mat(n(T.FFN_DOWN, i), p.n_ff, p.n_embd),
+            _mat(n(T.FFN_DOWN, i), p.n_ff, p.n_embd, gain=p.branch_gain),
         ]
     e, ff = p.n_expert, p.n_ff_exp
     out = [
@@ -113,14 +113,14 @@ def _ffn(p: Preset, i: int, n: Any, T: Any) -> list[TensorSpec]:
         TensorSpec(n(T.FFN_GATE_INP, i), (e, p.n_embd), "f32", ROUTER_STD / math.sqrt(p.n_embd)),
         TensorSpec(n(T.FFN_GATE_EXP, i), (e, ff, p.n_embd), "experts", 1.0 / math.sqrt(p.n_embd)),
         TensorSpec(n(T.FFN_UP_EXP, i), (e, ff, p.n_embd), "experts", 1.0 / math.sqrt(p.n_embd)),
-        TensorSpec(n(T.FFN_DOWN_EXP, i), (e, p.n_embd, ff), "experts", 1.0 / math.sqrt(ff)),
+        TensorSpec(n(T.FFN_DOWN_EXP, i), (e, p.n_embd, ff), "experts", p.branch_gain / math.sqrt(ff)),
     ]
     if p.n_ff_shexp:
         out += [
             TensorSpec(n(T.FFN_GATE_INP_SHEXP, i), (p.n_embd,), "f32", 1.0 / math.sqrt(p.n_embd)),
             _mat(n(T.FFN_GATE_SHEXP, i), p.n_embd, p.n_ff_shexp),
             _mat(n(T.FFN_UP_SHEXP, i), p.n_embd, p.n_ff_shexp),
-            _mat(n(T.FFN_DOWN_SHEXP, i), p.n_ff_shexp, p.n_embd),
+            _mat(n(T.FFN_DOWN_SHEXP, i), p.n_ff_shexp, p.n_embd, gain=p.branch_gain),
         ]
     return out
 
