@@ -10,6 +10,7 @@ if TYPE_CHECKING:
     import pandas as pd
 
 from .clock_spread import Span, side_spreads
+from .extensions import extensions
 from .kl_control import SIGMAS, control_cells, is_control
 from .stack_parts import stacks_against_parts
 from .stats import RESOLVE, paired_rounds_estimate, round_pairs
@@ -104,6 +105,30 @@ def stack_parts_frame(result: dict[str, Any]) -> pd.DataFrame:
         }
         for found in stacks_against_parts(result)
     ]
+    return _pandas().DataFrame(rows)
+
+
+def extensions_frame(result: dict[str, Any]) -> pd.DataFrame:
+    """Each variant against the variant it extends (an experiment against the stack it goes on)."""
+    rows = []
+    for found in extensions(result):
+        est, paired = found.estimate, found.paired
+        rows.append(
+            {
+                "test": found.test,
+                "variant": found.variant,
+                "extends": found.base,
+                "added": ", ".join(found.added),
+                "base t/s": _fmt(est.stock_median, 2),
+                "variant t/s": _fmt(est.variant_median, 2),
+                "ratio": _fmt(est.ratio),
+                "95% CI": f"[{_fmt(est.low)}, {_fmt(est.high)}]",
+                "verdict": est.verdict,
+                "paired by round": "-"
+                if paired is None
+                else f"{_fmt(paired.ratio)} [{_fmt(paired.low)}, {_fmt(paired.high)}] {paired.verdict}",
+            }
+        )
     return _pandas().DataFrame(rows)
 
 
@@ -343,6 +368,18 @@ def render(result: dict[str, Any], path: str | None = None) -> str:
             "more; parts' savings added: stock's time per token less the sum of what each part saves, as a ratio to "
             "stock. Savings add where the parts remove different work from one token, and a fixed saving is a larger "
             "share of a token others have shortened, so the stack can beat the product of its parts.",
+        ]
+    extended = extensions_frame(result)
+    if not extended.empty:
+        out += [
+            "",
+            "### Variants against the variant they extend",
+            "",
+            markdown_table(extended),
+            "",
+            "A variant extends another when that one's entries (names and content hashes) come first in it; each is "
+            "shown against the longest it extends, from the same interleaved processes as the table against stock: "
+            "median ratio with a two-level bootstrap interval, and paired by round.",
         ]
     clocks = clocks_frame(result)
     if not clocks.empty:

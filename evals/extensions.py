@@ -1,0 +1,80 @@
+"""A variant against the variant it extends, measured in the same eval: an experiment patch against the stack it goes
+on (``stack-1-5`` and ``stack-1-5+fusion-5-group.patch``), with the same statistics as every variant against stock.
+
+Variant B *extends* variant A when A's entries (names and content hashes) are the first entries of B's and B has
+more. Each B is compared with the longest A it extends; stock is never a base (every variant is shown against it
+already).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from .stats import PairedEstimate, RatioEstimate, grouped_ratio_estimate, paired_rounds_estimate, round_pairs
+
+
+@dataclass(frozen=True)
+class Extension:
+    """One variant against the one it extends at one speed test."""
+
+    test: str
+    base: str
+    variant: str
+    added: tuple[str, ...]  # the entries the variant has beyond its base
+    estimate: RatioEstimate  # variant/base of medians, over processes then repetitions
+    paired: PairedEstimate | None  # variant/base paired by round
+
+
+def _entry_keys(variant: dict[str, Any]) -> list[tuple[str, str]]:
+    return [(e.get("name", ""), e.get("sha256", "")) for e in variant.get("entries", [])]
+
+
+def bases(result: dict[str, Any]) -> dict[str, tuple[str, tuple[str, ...]]]:
+    """variant name -> (the variant it extends, the names of the entries it adds), for each variant extending one."""
+    variants = result.get("variants", [])[1:]  # the first side is stock
+    keys = {v["name"]: _entry_keys(v) for v in variants}
+    found: dict[str, tuple[str, tuple[str, ...]]] = {}
+    for name, held in keys.items():
+        candidates = [
+            base for base, prefix in keys.items() if base != name and prefix and held[: len(prefix)] == prefix
+        ]
+        candidates = [base for base in candidates if len(keys[base]) < len(held)]
+        if candidates:
+            base = max(candidates, key=lambda b: len(keys[b]))
+            found[name] = (base, tuple(n for n, _ in held[len(keys[base]) :]))
+    return found
+
+
+def _process_groups(runs: list[dict[str, Any]], test: str, side: str) -> list[list[float]]:
+    return [
+        list(entry["samples_ts"])
+        for run in runs
+        if run["side"] == side
+        for entry in run["tests"]
+        if entry["test"] == test and entry.get("samples_ts")
+    ]
+
+
+def extensions(result: dict[str, Any]) -> list[Extension]:
+    """Every variant that extends another, at every speed test both were timed in."""
+    runs = result.get("payload", {}).get("speed", {}).get("runs", [])
+    tests = sorted({entry["test"] for run in runs for entry in run["tests"]})
+    found = []
+    for variant, (base, added) in bases(result).items():
+        for test in tests:
+            base_groups = _process_groups(runs, test, base)
+            variant_groups = _process_groups(runs, test, variant)
+            if not base_groups or not variant_groups:
+                continue
+            found.append(
+                Extension(
+                    test=test,
+                    base=base,
+                    variant=variant,
+                    added=added,
+                    estimate=grouped_ratio_estimate(base_groups, variant_groups),
+                    paired=paired_rounds_estimate(round_pairs(runs, test, base, variant)),
+                )
+            )
+    return found
