@@ -41,3 +41,10 @@ H200_EXPERIMENTS=results/h200-2026-12-03-session21-one-run
 echo
 echo "== committed H200 result, each fusion alone and the stacks 1-4 and 1-5 with their experiments ($H200_EXPERIMENTS/eval-all-35b.json; report: $H200_EXPERIMENTS/REPORT.md)"
 fusekit report "$H200_EXPERIMENTS/eval-all-35b.json"
+
+# Session 22 (3 interleaved rounds): the stack 1-5 with its one-token Q8_0 products of one input as one launch
+# (patches/experiments/fusion-5-group.patch, `fusekit apply stack-1-5-group`), against stock and against the stack 1-5.
+H200_GROUP=results/h200-2026-12-03-session22-group
+echo
+echo "== committed H200 result, the stack 1-5 with grouped products ($H200_GROUP/eval-all-35b.json; report: $H200_GROUP/REPORT.md)"
+fusekit report "$H200_GROUP/eval-all-35b.json"
