@@ -11,7 +11,14 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from .stats import PairedEstimate, RatioEstimate, grouped_ratio_estimate, paired_rounds_estimate, round_pairs
+from .stats import (
+    PairedEstimate,
+    RatioEstimate,
+    grouped_ratio_estimate,
+    paired_rounds_estimate,
+    process_groups,
+    round_pairs,
+)
 
 
 @dataclass(frozen=True)
@@ -37,35 +44,24 @@ def bases(result: dict[str, Any]) -> dict[str, tuple[str, tuple[str, ...]]]:
     found: dict[str, tuple[str, tuple[str, ...]]] = {}
     for name, held in keys.items():
         candidates = [
-            base for base, prefix in keys.items() if base != name and prefix and held[: len(prefix)] == prefix
+            base for base, prefix in keys.items() if 0 < len(prefix) < len(held) and held[: len(prefix)] == prefix
         ]
-        candidates = [base for base in candidates if len(keys[base]) < len(held)]
         if candidates:
             base = max(candidates, key=lambda b: len(keys[b]))
             found[name] = (base, tuple(n for n, _ in held[len(keys[base]) :]))
     return found
 
 
-def _process_groups(runs: list[dict[str, Any]], test: str, side: str) -> list[list[float]]:
-    return [
-        list(entry["samples_ts"])
-        for run in runs
-        if run["side"] == side
-        for entry in run["tests"]
-        if entry["test"] == test and entry.get("samples_ts")
-    ]
-
-
 def extensions(result: dict[str, Any]) -> list[Extension]:
     """Every variant that extends another, at every speed test both were timed in."""
     runs = result.get("payload", {}).get("speed", {}).get("runs", [])
-    tests = sorted({entry["test"] for run in runs for entry in run["tests"]})
+    groups = process_groups(runs)
     found = []
     for variant, (base, added) in bases(result).items():
-        for test in tests:
-            base_groups = _process_groups(runs, test, base)
-            variant_groups = _process_groups(runs, test, variant)
-            if not base_groups or not variant_groups:
+        for test in sorted(groups):
+            base_groups = groups[test].get(base, [])
+            variant_groups = groups[test].get(variant, [])
+            if not any(base_groups) or not any(variant_groups):
                 continue
             found.append(
                 Extension(

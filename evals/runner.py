@@ -38,7 +38,7 @@ from .perplexity import (
     too_short_message,
 )
 from .proc import ToolRun, run_tool, tail
-from .stats import INTERVAL_METHOD, grouped_ratio_estimate, rounds_needed
+from .stats import INTERVAL_METHOD, grouped_ratio_estimate, process_groups, rounds_needed
 from .textgen import TextSettings, compare_texts, completion_command
 
 Progress = Callable[[str], None]
@@ -142,11 +142,10 @@ def speed_payload(runs: list[dict[str, Any]], names: list[str], rounds: int) -> 
     """The speed payload of ``runs`` (``rounds`` complete rounds; ``names``: stock first, then the variants)."""
     samples: dict[str, dict[str, list[float]]] = {}
     per_process: dict[str, dict[str, list[float]]] = {}  # median t/s of each process, to see drift between them
-    groups: dict[str, dict[str, list[list[float]]]] = {}  # the samples of each process, kept apart
+    groups = process_groups(runs)  # the samples of each process, kept apart
     for run in runs:
         for test in run["tests"]:
             samples.setdefault(test["test"], {}).setdefault(run["side"], []).extend(test["samples_ts"])
-            groups.setdefault(test["test"], {}).setdefault(run["side"], []).append(list(test["samples_ts"]))
             median = float(np.median(test["samples_ts"]))
             per_process.setdefault(test["test"], {}).setdefault(run["side"], []).append(median)
     stock = names[0]

@@ -169,6 +169,16 @@ def paired_rounds_estimate(pairs: list[tuple[list[float], list[float]]]) -> Pair
     return PairedEstimate(math.exp(mean), math.exp(mean - half), math.exp(mean + half), int(values.size))
 
 
+def process_groups(runs: list[dict]) -> dict[str, dict[str, list[list[float]]]]:
+    """test -> side -> the samples of each llama-bench process of an eval's speed runs, kept apart (the groups
+    :func:`grouped_ratio_estimate` resamples)."""
+    groups: dict[str, dict[str, list[list[float]]]] = {}
+    for run in runs:
+        for entry in run["tests"]:
+            groups.setdefault(entry["test"], {}).setdefault(run["side"], []).append(list(entry["samples_ts"]))
+    return groups
+
+
 def round_pairs(runs: list[dict], test: str, stock: str, variant: str) -> list[tuple[list[float], list[float]]]:
     """The samples of ``test`` for stock and ``variant`` in each round of an eval's speed runs."""
     by_round: dict[int, dict[str, list[float]]] = {}

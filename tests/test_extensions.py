@@ -47,3 +47,12 @@ def test_the_report_shows_the_section_only_when_a_variant_extends_another(result
     edited = copy.deepcopy(result)
     edited["variants"][2]["entries"] = edited["variants"][2]["entries"][1:]  # no longer starts with the stack
     assert "### Variants against the variant they extend" not in render(edited, str(EVAL))
+
+
+def test_a_test_the_variant_was_not_timed_at_gets_no_row(result: dict) -> None:
+    edited = copy.deepcopy(result)
+    grouped = edited["variants"][2]["name"]
+    for run in edited["payload"]["speed"]["runs"]:
+        if run["side"] == grouped:
+            run["tests"] = [t for t in run["tests"] if t["test"] != "pp512"]
+    assert [e.test for e in extensions(edited)] == ["tg128"]
