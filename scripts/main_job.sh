@@ -48,3 +48,10 @@ H200_GROUP=results/h200-2026-12-03-session22-group
 echo
 echo "== committed H200 result, the stack 1-5 with grouped products ($H200_GROUP/eval-all-35b.json; report: $H200_GROUP/REPORT.md)"
 fusekit report "$H200_GROUP/eval-all-35b.json"
+
+# Session 23 (3 interleaved rounds): stack-1-5-group with ssm_alpha and ssm_beta (F32) in the group launch
+# (patches/experiments/fusion-5-grouped-f32.patch, `fusekit apply stack-1-5-grouped-f32`): issue #12's aim of 1.5x.
+H200_GROUPED_F32=results/h200-2026-12-03-session23-grouped-f32
+echo
+echo "== committed H200 result, the grouped stack with its F32 products ($H200_GROUPED_F32/eval-all-35b.json; report: $H200_GROUPED_F32/REPORT.md)"
+fusekit report "$H200_GROUPED_F32/eval-all-35b.json"
