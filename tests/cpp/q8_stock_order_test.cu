@@ -1,0 +1,266 @@
+// The summation order of the experiment fusion-5-stock-order, on the CPU. Compiled against fusekit-q8-gemv.cuh as the
+// experiment leaves it (its host-callable pieces: MmvqOrder's segments and block_of, staged_part, blocks_used,
+// PlainHooks' part dot products, which both sides use; on the GPU ggml's glue passes ggml's own), it runs the kernel's
+// data flow (a warp per slice standing in for 4 / SPLIT of MMVQ's warps, segments
+// staged in 16-byte pieces into a buffer filled with garbage first, one sum per stood-in warp, the sums of the four
+// warps added in order, the lanes by xor butterfly) and, written separately from ggml's description of
+// mul_mat_vec_q at one token (128 threads; thread t takes part t % P of block t / P, then every pass_blocks-th block;
+// lane l adds warps 1, 2, 3 to warp 0 in order; xor butterfly), MMVQ's. On the CPU both do the same fp32 operations
+// (no fused multiply-add on either side), so they agree bit for bit exactly when each term meets the same sum in the
+// same order. Both are also held to a float64 reference of the same quantized data.
+//
+//   q8_stock_order_test              every check must pass ("order checks passed", exit 0)
+//   q8_stock_order_test --sabotage   the experiment's sabotage switch (the last block of every segment dropped):
+//                                   every bitwise check must fail ("all must be different", exit 0)
+
+#include "fusekit-q8-gemv.cuh"
+
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <random>
+#include <vector>
+
+namespace {
+
+using namespace fusekit_q8;
+
+struct Case {
+    Weights w;
+    int     nblocks;
+};
+
+// Random blocks: fp16 scales of either sign and magnitudes over a few octaves, quants over their whole range.
+std::vector<uint8_t> random_row(std::mt19937 & rng, Weights w, int nblocks) {
+    const int bb = block_bytes_of(w);
+    std::vector<uint8_t> row(nblocks * bb + 64);
+    std::uniform_real_distribution<float> scale(0.5f, 8.0f);
+    std::uniform_int_distribution<int> byte(0, 255);
+    for (int b = 0; b < nblocks; ++b) {
+        const __half d = __float2half((byte(rng) & 1 ? -1.0f : 1.0f) * scale(rng) * 1e-3f);
+        std::memcpy(&row[b * bb], &d, 2);
+        for (int i = 2; i < bb; ++i) {
+            row[b * bb + i] = uint8_t(byte(rng));
+        }
+    }
+    return row;
+}
+
+// q8_1 blocks: d, s = d * (sum of the quants), 32 quants.
+std::vector<uint8_t> random_y(std::mt19937 & rng, int nblocks) {
+    std::vector<uint8_t> y(nblocks * kYBlockBytes);
+    std::uniform_int_distribution<int> q(-127, 127);
+    std::uniform_real_distribution<float> scale(0.5f, 4.0f);
+    for (int b = 0; b < nblocks; ++b) {
+        const float d = scale(rng) * 1e-2f;
+        int sum = 0;
+        for (int i = 0; i < 32; ++i) {
+            const int v = q(rng);
+            sum += v;
+            y[b * kYBlockBytes + 4 + i] = uint8_t(int8_t(v));
+        }
+        const __half2 ds = __floats2half2_rn(d, d * float(sum));
+        std::memcpy(&y[b * kYBlockBytes], &ds, 4);
+    }
+    return y;
+}
+
+int word_at(const uint8_t * p) {
+    int v;
+    std::memcpy(&v, p, 4);
+    return v;
+}
+
+// MMVQ's dot product of part `part` of block b, reading the row and y directly (two words of quants each).
+float mmvq_part(Weights w, const uint8_t * x, const uint8_t * y, int b, int part) {
+    const int       bb = block_bytes_of(w);
+    const uint8_t * xb = x + b * bb;
+    const uint8_t * yb = y + b * kYBlockBytes;
+    __half dx;
+    std::memcpy(&dx, xb, 2);
+    __half2 ds;
+    std::memcpy(&ds, yb, 4);
+    const int v[2] = {word_at(xb + 2 + 8 * part), word_at(xb + 2 + 8 * part + 4)};
+    if (w == Weights::q4_0) {
+        const int u[4] = {word_at(yb + 4 + 4 * (2 * part)), word_at(yb + 4 + 4 * (2 * part + 4)),
+                          word_at(yb + 4 + 4 * (2 * part + 1)), word_at(yb + 4 + 4 * (2 * part + 5))};
+        return PlainHooks::dot_q4_0(v, u, __half2float(dx), ds);
+    }
+    const int u[2] = {word_at(yb + 4 + 4 * (2 * part)), word_at(yb + 4 + 4 * (2 * part + 1))};
+    return PlainHooks::dot_q8_0(v, u, __half2float(dx), __low2float(ds));
+}
+
+// The xor butterfly of a warp: after it every lane holds the same sum.
+float butterfly(float (&lanes)[kWarp]) {
+    for (int offset = kWarp / 2; offset > 0; offset >>= 1) {
+        float next[kWarp];
+        for (int l = 0; l < kWarp; ++l) {
+            next[l] = lanes[l] + lanes[l ^ offset];
+        }
+        std::memcpy(lanes, next, sizeof(next));
+    }
+    return lanes[0];
+}
+
+// mul_mat_vec_q at one token, as its source reads: 4 warps, vdr 2.
+float mmvq_row(Weights w, const uint8_t * x, const uint8_t * y, int nblocks) {
+    const int parts       = w == Weights::q4_0 ? 2 : 4;  // qi / vdr
+    const int pass_blocks = 4 * kWarp / parts;           // blocks_per_iter
+    float tmp[4 * kWarp];
+    for (int t = 0; t < 4 * kWarp; ++t) {
+        tmp[t] = 0.0f;
+        for (int kbx = t / parts; kbx < nblocks; kbx += pass_blocks) {
+            tmp[t] += mmvq_part(w, x, y, kbx, t % parts);
+        }
+    }
+    float lanes[kWarp];
+    for (int l = 0; l < kWarp; ++l) {
+        lanes[l] = tmp[l];
+        for (int warp = 1; warp < 4; ++warp) {
+            lanes[l] += tmp[warp * kWarp + l];
+        }
+    }
+    return butterfly(lanes);
+}
+
+// The experiment's data flow for one row with SPLIT warps, using the header's own pieces.
+template <int SPLIT, Weights W>
+float kernel_row(const uint8_t * x, const uint8_t * y, int nblocks, int sabotage, std::mt19937 & rng) {
+    using Order = MmvqOrder<W>;
+    constexpr int owned          = kMmvqWarps / SPLIT;
+    constexpr int segment_blocks = owned * Order::warp_blocks;
+    constexpr int bb             = block_bytes_of(W);
+    const int     npasses        = (nblocks + Order::pass_blocks - 1) / Order::pass_blocks;
+    alignas(16) uint8_t stage[segment_blocks * bb + 16];
+    float sums[kMmvqWarps][kWarp];
+    for (int slice = 0; slice < SPLIT; ++slice) {
+        float acc[owned][kWarp] = {};
+        for (int pass = 0; pass < npasses; ++pass) {
+            const int first  = Order::segment_first(pass, slice, segment_blocks);
+            const int nvalid = Order::segment_valid(first, segment_blocks, nblocks);
+            for (auto & byte : stage) {
+                byte = uint8_t(rng());  // a byte nobody staged changes the sum
+            }
+            std::memcpy(stage, x + first * bb, (nvalid * bb / 16) * 16);  // 16-byte pieces
+            const int nused = blocks_used(nvalid, sabotage);
+            for (int lane = 0; lane < kWarp; ++lane) {
+                const int part = lane % Order::parts;
+                for (int j = 0; j < owned; ++j) {
+                    const int b = Order::block_of(j, lane);
+                    if (b >= nused) {
+                        continue;
+                    }
+                    float dx;
+                    int   v[2];
+                    staged_part(stage, b, part, bb, dx, v);
+                    const uint8_t * yb = y + (first + b) * kYBlockBytes;
+                    __half2 ds;
+                    std::memcpy(&ds, yb, 4);
+                    if constexpr (W == Weights::q4_0) {
+                        const int u[4] = {word_at(yb + 4 + 4 * (2 * part)), word_at(yb + 4 + 4 * (2 * part + 4)),
+                                          word_at(yb + 4 + 4 * (2 * part + 1)), word_at(yb + 4 + 4 * (2 * part + 5))};
+                        acc[j][lane] += PlainHooks::dot_q4_0(v, u, dx, ds);
+                    } else {
+                        const int u[2] = {word_at(yb + 4 + 4 * (2 * part)), word_at(yb + 4 + 4 * (2 * part + 1))};
+                        acc[j][lane] += PlainHooks::dot_q8_0(v, u, dx, __low2float(ds));
+                    }
+                }
+            }
+        }
+        for (int j = 0; j < owned; ++j) {
+            std::memcpy(sums[slice * owned + j], acc[j], sizeof(acc[j]));
+        }
+    }
+    float lanes[kWarp];
+    for (int l = 0; l < kWarp; ++l) {
+        lanes[l] = sums[0][l];
+        for (int w = 1; w < kMmvqWarps; ++w) {
+            lanes[l] += sums[w][l];
+        }
+    }
+    return butterfly(lanes);
+}
+
+double reference(Weights w, const uint8_t * x, const uint8_t * y, int nblocks, double & scale) {
+    const int bb = block_bytes_of(w);
+    double    ref = 0.0;
+    scale = 0.0;
+    for (int b = 0; b < nblocks; ++b) {
+        __half dx, dy, sy;
+        std::memcpy(&dx, x + b * bb, 2);
+        std::memcpy(&dy, y + b * kYBlockBytes, 2);
+        std::memcpy(&sy, y + b * kYBlockBytes + 2, 2);
+        long sumi = 0;
+        for (int i = 0; i < 32; ++i) {
+            const int8_t    c  = int8_t(y[b * kYBlockBytes + 4 + i]);
+            const uint8_t * qs = x + b * bb + 2;
+            const int a = w == Weights::q4_0 ? (i < 16 ? qs[i] & 0x0F : qs[i - 16] >> 4) : int(int8_t(qs[i]));
+            sumi += long(a) * c;
+        }
+        const double offset = w == Weights::q4_0 ? 8.0 * double(__half2float(sy)) : 0.0;
+        const double term   = double(__half2float(dx)) * (double(__half2float(dy)) * double(sumi) - offset);
+        ref += term;
+        scale += std::fabs(term) + std::fabs(double(__half2float(dx)) * offset);
+    }
+    return ref;
+}
+
+template <Weights W>
+float kernel_row_split(int split, const uint8_t * x, const uint8_t * y, int nblocks, int sabotage, std::mt19937 & rng) {
+    switch (split) {
+        case 1:  return kernel_row<1, W>(x, y, nblocks, sabotage, rng);
+        case 2:  return kernel_row<2, W>(x, y, nblocks, sabotage, rng);
+        default: return kernel_row<4, W>(x, y, nblocks, sabotage, rng);
+    }
+}
+
+}  // namespace
+
+int main(int argc, char ** argv) {
+    const bool sabotage = argc > 1 && std::strcmp(argv[1], "--sabotage") == 0;
+    std::mt19937 rng(20261203);
+    // K = 256 ... 8192: rows shorter than one pass (MMVQ's small_k), one pass, several, and a partial last pass
+    const Case cases[] = {
+        {Weights::q8_0, 8},  {Weights::q8_0, 16}, {Weights::q8_0, 24}, {Weights::q8_0, 32},  {Weights::q8_0, 48},
+        {Weights::q8_0, 64}, {Weights::q8_0, 128}, {Weights::q8_0, 256}, {Weights::q4_0, 8},  {Weights::q4_0, 16},
+        {Weights::q4_0, 40}, {Weights::q4_0, 64}, {Weights::q4_0, 96},  {Weights::q4_0, 128},
+    };
+    int checks = 0, equal = 0, near = 0;
+    for (const Case & c : cases) {
+        for (int row = 0; row < 8; ++row) {
+            const std::vector<uint8_t> x = random_row(rng, c.w, c.nblocks);
+            const std::vector<uint8_t> y = random_y(rng, c.nblocks);
+            const float mmvq = mmvq_row(c.w, x.data(), y.data(), c.nblocks);
+            double      scale;
+            const double ref = reference(c.w, x.data(), y.data(), c.nblocks, scale);
+            for (int split : {1, 2, 4}) {
+                const float ours = c.w == Weights::q4_0
+                    ? kernel_row_split<Weights::q4_0>(split, x.data(), y.data(), c.nblocks, sabotage, rng)
+                    : kernel_row_split<Weights::q8_0>(split, x.data(), y.data(), c.nblocks, sabotage, rng);
+                uint32_t a, b;
+                std::memcpy(&a, &ours, 4);
+                std::memcpy(&b, &mmvq, 4);
+                const bool same  = a == b;
+                const bool close = std::fabs(double(ours) - ref) <= 1e-5 * scale;
+                ++checks;
+                equal += same;
+                near += close;
+                if (row == 0) {
+                    std::printf("%s K=%5d split %d: ours %.9g mmvq %.9g ref %.9g %s\n",
+                                c.w == Weights::q4_0 ? "q4_0" : "q8_0", c.nblocks * 32, split, ours, mmvq, ref,
+                                same ? "same bits" : "DIFFERENT");
+                }
+            }
+        }
+    }
+    std::printf("%d checks: %d bit for bit MMVQ's, %d within 1e-5 of the float64 reference\n", checks, equal, near);
+    if (sabotage) {
+        std::printf("sabotage: %d of %d equal (all must be different)\n", equal, checks);
+        return equal == 0 ? 0 : 1;
+    }
+    if (equal == checks && near == checks) {
+        std::printf("order checks passed\n");
+        return 0;
+    }
+    return 1;
+}

@@ -1,0 +1,63 @@
+"""The summation order of the experiment fusion-5-stock-order on the CPU: tests/cpp/q8_stock_order_test.cu, compiled
+against fusekit-q8-gemv.cuh as the experiment leaves it on stack-1-5-grouped-f32, runs the header's segments, part
+reads and part dot products in the kernel's data flow against a separate emulation of mul_mat_vec_q's 128 threads at
+one token, and wants every row bit for bit MMVQ's; --sabotage (the header's blocks_used switch, which leaves the last
+block of every segment out) must make every row differ. Needs nvcc (the header is CUDA); no GPU."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from fusekit.cli import main
+from fusekit.compilecheck import find_nvcc
+
+REPO = Path(__file__).resolve().parent.parent
+PATCH = REPO / "patches" / "experiments" / "fusion-5-stock-order.patch"
+PROGRAM = REPO / "tests" / "cpp" / "q8_stock_order_test.cu"
+HEADER = "ggml/src/ggml-cuda/fusekit-q8-gemv.cuh"
+NVCC = find_nvcc()
+
+pytestmark = pytest.mark.skipif(NVCC is None, reason="no nvcc on this machine: the header is CUDA")
+
+
+def fusekit(home: Path, *args: str) -> str:
+    done = CliRunner().invoke(main, ["--home", str(home), *args])
+    assert done.exit_code == 0, done.output
+    return done.stdout
+
+
+@pytest.fixture(scope="module")
+def order_program(pinned_home: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The test program, built against the header the experiment leaves (copied out of the applied tree)."""
+    work = tmp_path_factory.mktemp("stock-order")
+    fusekit(pinned_home, "reset")
+    try:
+        fusekit(pinned_home, "apply", "stack-1-5-grouped-f32", str(PATCH))
+        tree = Path(json.loads(fusekit(pinned_home, "status", "--json"))["tree"])
+        shutil.copy(tree / HEADER, work / Path(HEADER).name)
+    finally:
+        fusekit(pinned_home, "reset")
+    binary = work / "q8_stock_order_test"
+    cmd = [str(NVCC), "-O2", "-std=c++17", "-arch=sm_90", f"-I{work}", "-o", str(binary), str(PROGRAM)]
+    built = subprocess.run(cmd, capture_output=True, text=True)
+    assert built.returncode == 0, built.stderr[-3000:]
+    return binary
+
+
+def test_every_row_is_mmvqs_bit_for_bit(order_program: Path) -> None:
+    ran = subprocess.run([str(order_program)], capture_output=True, text=True, timeout=300)
+    assert ran.returncode == 0, ran.stdout[-3000:] + ran.stderr[-1000:]
+    assert "336 checks: 336 bit for bit MMVQ's, 336 within 1e-5 of the float64 reference" in ran.stdout
+    assert "order checks passed" in ran.stdout
+
+
+def test_the_sabotage_switch_makes_every_row_differ(order_program: Path) -> None:
+    ran = subprocess.run([str(order_program), "--sabotage"], capture_output=True, text=True, timeout=300)
+    assert ran.returncode == 0, ran.stdout[-3000:]
+    assert "sabotage: 0 of 336 equal (all must be different)" in ran.stdout
