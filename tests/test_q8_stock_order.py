@@ -20,6 +20,8 @@ from fusekit.compilecheck import find_nvcc
 REPO = Path(__file__).resolve().parent.parent
 PATCH = REPO / "patches" / "experiments" / "fusion-5-stock-order.patch"
 PROGRAM = REPO / "tests" / "cpp" / "q8_stock_order_test.cu"
+# the same experiment on a GPU without ggml (scripts/stock_order_gpu_check.sh runs it on the H200)
+GPU_CHECK = REPO / "tests" / "cpp" / "q8_stock_order_gpu_check.cu"
 HEADER = "ggml/src/ggml-cuda/fusekit-q8-gemv.cuh"
 NVCC = find_nvcc()
 
@@ -43,6 +45,10 @@ def order_program(pinned_home: Path, tmp_path_factory: pytest.TempPathFactory) -
         shutil.copy(tree / HEADER, work / Path(HEADER).name)
     finally:
         fusekit(pinned_home, "reset")
+    gpu_check = [str(NVCC), "-c", "-O3", "-std=c++17", "-use_fast_math", "-arch=sm_90", f"-I{work}"]
+    gpu_check += ["-o", str(work / "gpu_check.o"), str(GPU_CHECK)]
+    compiled = subprocess.run(gpu_check, capture_output=True, text=True)
+    assert compiled.returncode == 0, compiled.stderr[-3000:]  # the GPU check compiles against the same header
     binary = work / "q8_stock_order_test"
     cmd = [str(NVCC), "-O2", "-std=c++17", "-arch=sm_90", f"-I{work}", "-o", str(binary), str(PROGRAM)]
     built = subprocess.run(cmd, capture_output=True, text=True)
