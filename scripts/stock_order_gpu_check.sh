@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # The experiment fusion-5-stock-order on a GPU without ggml (tests/cpp/q8_stock_order_gpu_check.cu): builds
 # fusekit-q8-gemv.cuh as the stack leaves it (kernels/ plus the three experiment patches that change it, in the
-# stack's order), compiles the check with ggml's CUDA flags, runs it and its sabotage mode, and writes the results,
-# the logs and the GPU's clocks under OUT. Never changes clocks or power settings.
+# stack's order), compiles the check with ggml's CUDA flags, runs it and its sabotage mode, then times the kernels
+# against the ones they replace (tests/cpp/q8_stock_order_timing.cu, ROUNDS interleaved rounds, default 9), and writes
+# the results, the logs and the GPU's clocks under OUT. Never changes clocks or power settings.
 #
 #   bash scripts/stock_order_gpu_check.sh OUT [ARCH]      (ARCH: 90 by default)
 set -euo pipefail
@@ -23,6 +24,10 @@ rc=0
 "$WORK/check" --json "$OUT/stock-order-gpu-check.json" 2>&1 | tee "$OUT/check.log" || rc=1
 smi
 "$WORK/check" --sabotage --json "$OUT/stock-order-gpu-check-sabotage.json" 2>&1 | tee "$OUT/check-sabotage.log" || rc=1
+smi
+nvcc -O3 -std=c++17 -use_fast_math -arch="sm_$ARCH" -I"$WORK/ggml/src/ggml-cuda" -o "$WORK/timing" \
+  "$REPO/tests/cpp/q8_stock_order_timing.cu" 2>&1 | tee -a "$OUT/nvcc.log"
+"$WORK/timing" --rounds "${ROUNDS:-9}" --json "$OUT/stock-order-timing.json" 2>&1 | tee "$OUT/timing.log" || rc=1
 smi
 echo "exit $rc" | tee -a "$OUT/check.log"
 exit $rc

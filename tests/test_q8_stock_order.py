@@ -22,6 +22,7 @@ PATCH = REPO / "patches" / "experiments" / "fusion-5-stock-order.patch"
 PROGRAM = REPO / "tests" / "cpp" / "q8_stock_order_test.cu"
 # the same experiment on a GPU without ggml (scripts/stock_order_gpu_check.sh runs it on the H200)
 GPU_CHECK = REPO / "tests" / "cpp" / "q8_stock_order_gpu_check.cu"
+GPU_TIMING = REPO / "tests" / "cpp" / "q8_stock_order_timing.cu"
 HEADER = "ggml/src/ggml-cuda/fusekit-q8-gemv.cuh"
 NVCC = find_nvcc()
 
@@ -45,10 +46,10 @@ def order_program(pinned_home: Path, tmp_path_factory: pytest.TempPathFactory) -
         shutil.copy(tree / HEADER, work / Path(HEADER).name)
     finally:
         fusekit(pinned_home, "reset")
-    gpu_check = [str(NVCC), "-c", "-O3", "-std=c++17", "-use_fast_math", "-arch=sm_90", f"-I{work}"]
-    gpu_check += ["-o", str(work / "gpu_check.o"), str(GPU_CHECK)]
-    compiled = subprocess.run(gpu_check, capture_output=True, text=True)
-    assert compiled.returncode == 0, compiled.stderr[-3000:]  # the GPU check compiles against the same header
+    for source in (GPU_CHECK, GPU_TIMING):  # the GPU programs compile against the same header
+        cmd = [str(NVCC), "-c", "-O3", "-std=c++17", "-use_fast_math", "-arch=sm_90", f"-I{work}"]
+        compiled = subprocess.run([*cmd, "-o", str(work / "gpu.o"), str(source)], capture_output=True, text=True)
+        assert compiled.returncode == 0, compiled.stderr[-3000:]
     binary = work / "q8_stock_order_test"
     cmd = [str(NVCC), "-O2", "-std=c++17", "-arch=sm_90", f"-I{work}", "-o", str(binary), str(PROGRAM)]
     built = subprocess.run(cmd, capture_output=True, text=True)

@@ -1,0 +1,228 @@
+// Timing of the experiment fusion-5-stock-order's kernels against the kernels they replace, without ggml, on the 35B
+// preset's one-token shapes: the tile body (q8_gemv_rows_by_tile, the stack's order), the MMVQ-order body
+// (q8_gemv_rows), and for short rows the packed kernel the stack used. Both bodies come from one header (the
+// experiment keeps the tile body for splits above 4), so one process times them interleaved: every round launches
+// each kernel `launches` times back to back over weight copies that together exceed the L2, timed with events.
+// Reported: per kernel and shape, the median time per launch over rounds with its spread, and new / old.
+//
+//   nvcc -O3 -std=c++17 -use_fast_math -arch=sm_90 -I<tree>/ggml/src/ggml-cuda -o timing q8_stock_order_timing.cu
+//   ./timing [--rounds N] [--json FILE]
+
+#include "fusekit-q8-gemv.cuh"
+
+#include <algorithm>
+#include <cstdio>
+#include <cstring>
+#include <random>
+#include <string>
+#include <vector>
+
+using namespace fusekit_q8;
+
+#define CHECK(call)                                                                                   \
+    do {                                                                                              \
+        cudaError_t err_ = (call);                                                                    \
+        if (err_ != cudaSuccess) {                                                                    \
+            std::fprintf(stderr, "%s:%d: %s\n", __FILE__, __LINE__, cudaGetErrorString(err_));        \
+            std::exit(2);                                                                             \
+        }                                                                                             \
+    } while (0)
+
+namespace {
+
+// ggml's glue asks for registers that fit 4 CTAs per SM (Q8_0), 2 with a gate, no bound for Q4_0.
+template <bool GATE, Weights W>
+constexpr int kMinCtas = W == Weights::q4_0 ? 0 : GATE ? 2 : 4;
+
+// The stack's tile body, as the row kernel ran it before the experiment (ggml's glue: UNROLL 2, Y_LATE).
+template <int SPLIT, bool GATE, Weights W>
+__global__ void __launch_bounds__(kWarp * kWarpsPerCta, kMinCtas<GATE, W>) tile_kernel(const Problem p) {
+    q8_gemv_rows_by_tile<SPLIT, 2, GATE, PlainHooks, true, W>(p, blockIdx.x, 0, 0);
+}
+
+template <int SPLIT, bool GATE, Weights W>
+__global__ void __launch_bounds__(kWarp * kWarpsPerCta, kMinCtas<GATE, W>) order_kernel(const Problem p) {
+    q8_gemv_rows<SPLIT, 2, GATE, PlainHooks, true, W>(p, blockIdx.x, 0, 0);
+}
+
+using Kernel = void (*)(Problem);
+
+template <bool GATE, Weights W>
+Kernel tile_of(int split) {
+    return split == 1 ? tile_kernel<1, GATE, W> : split == 2 ? tile_kernel<2, GATE, W> : tile_kernel<4, GATE, W>;
+}
+
+template <bool GATE, Weights W>
+Kernel order_of(int split) {
+    return split == 1 ? order_kernel<1, GATE, W> : split == 2 ? order_kernel<2, GATE, W> : order_kernel<4, GATE, W>;
+}
+
+struct Shape {
+    const char * name;
+    Weights      w;
+    int          nrows;
+    int          nblocks;
+    bool         gate;
+};
+
+struct Contender {
+    std::string name;
+    Kernel      kernel;
+    dim3        grid;
+};
+
+}  // namespace
+
+int main(int argc, char ** argv) {
+    int rounds = 7;
+    const char * json_path = nullptr;
+    for (int i = 1; i < argc; ++i) {
+        if (std::strcmp(argv[i], "--rounds") == 0 && i + 1 < argc) {
+            rounds = std::atoi(argv[++i]);
+        } else if (std::strcmp(argv[i], "--json") == 0 && i + 1 < argc) {
+            json_path = argv[++i];
+        }
+    }
+    int sm_count = 0;
+    CHECK(cudaDeviceGetAttribute(&sm_count, cudaDevAttrMultiProcessorCount, 0));
+    cudaDeviceProp prop{};
+    CHECK(cudaGetDeviceProperties(&prop, 0));
+    const size_t l2 = size_t(prop.l2CacheSize);
+
+    // the 35B preset's one-token products (experts as 8 experts' rows back to back, no ids)
+    const Shape shapes[] = {
+        {"gdn wqkv 8192x2048", Weights::q8_0, 8192, 64, false},
+        {"gdn wqkv_gate 4096x2048", Weights::q8_0, 4096, 64, false},
+        {"attn wk 512x2048", Weights::q8_0, 512, 64, false},
+        {"ssm_out 2048x4096", Weights::q8_0, 2048, 128, false},
+        {"shexp gate/up 512x2048", Weights::q8_0, 512, 64, true},
+        {"shexp down 2048x512", Weights::q8_0, 2048, 16, false},
+        {"experts gate/up q4_0 4096x2048", Weights::q4_0, 4096, 64, true},
+        {"experts down q4_0 16384x512", Weights::q4_0, 16384, 16, false},
+        {"output 248320x2048", Weights::q8_0, 248320, 64, false},
+    };
+    std::mt19937 rng(7);
+    std::string json;
+    std::printf("%-32s %-22s %10s %10s %8s\n", "shape", "kernel", "us/launch", "spread", "vs tile");
+    for (const Shape & s : shapes) {
+        const size_t bytes  = size_t(s.nrows) * s.nblocks * block_bytes_of(s.w);
+        const int    copies = int(std::max<size_t>(1, (4 * l2 + bytes - 1) / bytes));
+        const int    launches = std::max(copies, 20);
+        std::vector<uint8_t> host(bytes);
+        for (size_t i = 0; i < bytes; ++i) {
+            host[i] = uint8_t(rng());
+        }
+        for (size_t b = 0; b < bytes / block_bytes_of(s.w); ++b) {  // finite fp16 scales
+            const __half d = __float2half(1e-3f);
+            std::memcpy(&host[b * block_bytes_of(s.w)], &d, 2);
+        }
+        std::vector<uint8_t *> xs(copies), gs(copies);
+        for (int c = 0; c < copies; ++c) {
+            CHECK(cudaMalloc(&xs[c], bytes + 64));
+            CHECK(cudaMemcpy(xs[c], host.data(), bytes, cudaMemcpyHostToDevice));
+            gs[c] = nullptr;
+            if (s.gate) {
+                CHECK(cudaMalloc(&gs[c], bytes + 64));
+                CHECK(cudaMemcpy(gs[c], host.data(), bytes, cudaMemcpyHostToDevice));
+            }
+        }
+        std::vector<uint8_t> yhost(s.nblocks * kYBlockBytes, 1);
+        uint8_t * y = nullptr;
+        float *   dst = nullptr;
+        CHECK(cudaMalloc(&y, yhost.size()));
+        CHECK(cudaMemcpy(y, yhost.data(), yhost.size(), cudaMemcpyHostToDevice));
+        CHECK(cudaMalloc(&dst, size_t(s.nrows) * 4));
+
+        Problem p{};
+        p.weights = s.w;
+        p.y = y;
+        p.dst = dst;
+        p.glu = Glu::mul;
+        p.nblocks = s.nblocks;
+        p.nrows = s.nrows;
+        p.row_x = s.nblocks;
+        p.nchannels_y = 1;
+        p.channel_ratio = 1;
+        p.sample_ratio = 1;
+        p.x_is_weight = 1;
+
+        const int split_new = choose_split(s.nrows, 1, 1, s.nblocks, sm_count);  // capped at 4 by the experiment
+        std::vector<Contender> contenders;
+        const auto grid_of = [&](int split) { return dim3((s.nrows + kWarpsPerCta / split - 1) / (kWarpsPerCta / split)); };
+        const bool short_rows = s.nblocks == 16 || s.nblocks == 8;
+        if (short_rows) {  // the stack took the packed kernel for these
+            const int pack = kTileBlocks / s.nblocks;
+            Kernel k = s.w == Weights::q4_0 ? (pack == 4 ? q8_gemv_packed_kernel<4, false, PlainHooks, Weights::q4_0>
+                                                         : q8_gemv_packed_kernel<2, false, PlainHooks, Weights::q4_0>)
+                                            : (pack == 4 ? q8_gemv_packed_kernel<4, false, PlainHooks, Weights::q8_0>
+                                                         : q8_gemv_packed_kernel<2, false, PlainHooks, Weights::q8_0>);
+            contenders.push_back({"packed (stack)", k, dim3((s.nrows + kWarpsPerCta * pack - 1) / (kWarpsPerCta * pack))});
+        } else {
+            const int split_old = split_new;  // the same for every shape here (none needs 8)
+            Kernel k = s.w == Weights::q4_0 ? (s.gate ? tile_of<true, Weights::q4_0>(split_old) : tile_of<false, Weights::q4_0>(split_old))
+                                            : (s.gate ? tile_of<true, Weights::q8_0>(split_old) : tile_of<false, Weights::q8_0>(split_old));
+            contenders.push_back({"tile (stack) split " + std::to_string(split_old), k, grid_of(split_old)});
+        }
+        Kernel k = s.w == Weights::q4_0 ? (s.gate ? order_of<true, Weights::q4_0>(split_new) : order_of<false, Weights::q4_0>(split_new))
+                                        : (s.gate ? order_of<true, Weights::q8_0>(split_new) : order_of<false, Weights::q8_0>(split_new));
+        contenders.push_back({"mmvq order split " + std::to_string(split_new), k, grid_of(split_new)});
+
+        cudaEvent_t start, stop;
+        CHECK(cudaEventCreate(&start));
+        CHECK(cudaEventCreate(&stop));
+        std::vector<std::vector<float>> times(contenders.size());
+        for (int r = -1; r < rounds; ++r) {  // round -1 warms up
+            for (size_t c = 0; c < contenders.size(); ++c) {
+                CHECK(cudaEventRecord(start));
+                for (int i = 0; i < launches; ++i) {
+                    p.x = xs[i % copies];
+                    p.gate = gs[i % copies];
+                    contenders[c].kernel<<<contenders[c].grid, dim3(kWarp, kWarpsPerCta)>>>(p);
+                }
+                CHECK(cudaEventRecord(stop));
+                CHECK(cudaEventSynchronize(stop));
+                CHECK(cudaGetLastError());
+                float ms = 0.0f;
+                CHECK(cudaEventElapsedTime(&ms, start, stop));
+                if (r >= 0) {
+                    times[c].push_back(1000.0f * ms / float(launches));
+                }
+            }
+        }
+        float median_old = 0.0f;
+        for (size_t c = 0; c < contenders.size(); ++c) {
+            std::vector<float> t = times[c];
+            std::sort(t.begin(), t.end());
+            const float median = t[t.size() / 2];
+            const float spread = (t.back() - t.front()) / median;
+            if (c == 0) {
+                median_old = median;
+            }
+            std::printf("%-32s %-22s %10.2f %9.1f%% %8.3f\n", s.name, contenders[c].name.c_str(), median,
+                        100.0f * spread, median / median_old);
+            json += std::string(json.empty() ? "" : ",") + "{\"shape\": \"" + s.name + "\", \"kernel\": \"" +
+                    contenders[c].name + "\", \"median_us\": " + std::to_string(median) + ", \"min_us\": " +
+                    std::to_string(t.front()) + ", \"max_us\": " + std::to_string(t.back()) + ", \"launches\": " +
+                    std::to_string(launches) + ", \"copies\": " + std::to_string(copies) + ", \"rounds\": " +
+                    std::to_string(rounds) + "}";
+        }
+        for (int c = 0; c < copies; ++c) {
+            CHECK(cudaFree(xs[c]));
+            if (gs[c]) {
+                CHECK(cudaFree(gs[c]));
+            }
+        }
+        CHECK(cudaFree(y));
+        CHECK(cudaFree(dst));
+        CHECK(cudaEventDestroy(start));
+        CHECK(cudaEventDestroy(stop));
+    }
+    if (json_path) {
+        if (FILE * f = std::fopen(json_path, "w")) {
+            std::fprintf(f, "{\"device\": \"%s\", \"sm_count\": %d, \"l2_bytes\": %zu, \"results\": [%s]}\n", prop.name,
+                         sm_count, l2, json.c_str());
+            std::fclose(f);
+        }
+    }
+    return 0;
+}
