@@ -1,8 +1,9 @@
-"""The summation order of the experiment fusion-5-stock-order on the CPU: tests/cpp/q8_stock_order_test.cu, compiled
-against fusekit-q8-gemv.cuh as the experiment leaves it on stack-1-5-grouped-f32, runs the header's segments, part
-reads and part dot products in the kernel's data flow against a separate emulation of mul_mat_vec_q's 128 threads at
-one token, and wants every row bit for bit MMVQ's; --sabotage (the header's blocks_used switch, which leaves the last
-block of every segment out) must make every row differ. Needs nvcc (the header is CUDA); no GPU."""
+"""The summation order of the experiments fusion-5-stock-order and fusion-5-stock-ordered-tiles on the CPU:
+tests/cpp/q8_stock_order_test.cu, compiled against fusekit-q8-gemv.cuh as the two leave it on stack-1-5-grouped-f32,
+runs the header's segments, part reads and part dot products in the kernels' data flows (a warp standing in for some
+of MMVQ's warps at splits 1, 2, 4; one warp per row by tile) against a separate emulation of mul_mat_vec_q's 128
+threads at one token, and wants every row bit for bit MMVQ's; --sabotage (the header's blocks_used switch, which
+leaves a block out) must make every row differ. Needs nvcc (the header is CUDA); no GPU."""
 
 from __future__ import annotations
 
@@ -19,6 +20,7 @@ from fusekit.compilecheck import find_nvcc
 
 REPO = Path(__file__).resolve().parent.parent
 PATCH = REPO / "patches" / "experiments" / "fusion-5-stock-order.patch"
+TILES = REPO / "patches" / "experiments" / "fusion-5-stock-ordered-tiles.patch"  # its split-1 flow on top
 PROGRAM = REPO / "tests" / "cpp" / "q8_stock_order_test.cu"
 # the same experiment on a GPU without ggml (scripts/stock_order_gpu_check.sh runs it on the H200)
 GPU_CHECK = REPO / "tests" / "cpp" / "q8_stock_order_gpu_check.cu"
@@ -41,7 +43,7 @@ def order_program(pinned_home: Path, tmp_path_factory: pytest.TempPathFactory) -
     work = tmp_path_factory.mktemp("stock-order")
     fusekit(pinned_home, "reset")
     try:
-        fusekit(pinned_home, "apply", "stack-1-5-grouped-f32", str(PATCH))
+        fusekit(pinned_home, "apply", "stack-1-5-grouped-f32", str(PATCH), str(TILES))
         tree = Path(json.loads(fusekit(pinned_home, "status", "--json"))["tree"])
         shutil.copy(tree / HEADER, work / Path(HEADER).name)
     finally:
@@ -60,11 +62,12 @@ def order_program(pinned_home: Path, tmp_path_factory: pytest.TempPathFactory) -
 def test_every_row_is_mmvqs_bit_for_bit(order_program: Path) -> None:
     ran = subprocess.run([str(order_program)], capture_output=True, text=True, timeout=300)
     assert ran.returncode == 0, ran.stdout[-3000:] + ran.stderr[-1000:]
-    assert "336 checks: 336 bit for bit MMVQ's, 336 within 1e-5 of the float64 reference" in ran.stdout
+    assert "448 checks: 448 bit for bit MMVQ's, 448 within 1e-5 of the float64 reference" in ran.stdout
+    assert ran.stdout.count("split 0 (0: by tile)") == 14  # fusion-5-stock-ordered-tiles' flow ran
     assert "order checks passed" in ran.stdout
 
 
 def test_the_sabotage_switch_makes_every_row_differ(order_program: Path) -> None:
     ran = subprocess.run([str(order_program), "--sabotage"], capture_output=True, text=True, timeout=300)
     assert ran.returncode == 0, ran.stdout[-3000:]
-    assert "sabotage: 0 of 336 equal (all must be different)" in ran.stdout
+    assert "sabotage: 0 of 448 equal (all must be different)" in ran.stdout

@@ -181,6 +181,53 @@ float kernel_row(const uint8_t * x, const uint8_t * y, int nblocks, int sabotage
     return butterfly(lanes);
 }
 
+#ifdef FUSEKIT_STOCK_ORDERED_TILES
+// The experiment fusion-5-stock-ordered-tiles: one warp per row taking whole tiles (lane i: block i), the parts of
+// block i added into lane i's slots (MmvqOrder::slot_of), and at the end MMVQ warp w's lane l read from lane
+// holder_lane(w, l), slot holder_slot(w, l), the four warps added in order.
+template <Weights W>
+float by_tile_row(const uint8_t * x, const uint8_t * y, int nblocks, int sabotage, std::mt19937 & rng) {
+    using Order = MmvqOrder<W>;
+    constexpr int bb = block_bytes_of(W);
+    alignas(16) uint8_t stage[tile_smem_bytes_of(W)];
+    float slots[kWarp][Order::slots] = {};
+    for (int tile = 0; tile < tile_count(nblocks); ++tile) {
+        for (auto & byte : stage) {
+            byte = uint8_t(rng());
+        }
+        std::memcpy(stage, x + tile * kTileBlocks * bb, vecs_in_tile(nblocks, tile, bb) * 16);
+        const int nused = blocks_used(blocks_in_tile(nblocks, tile), sabotage);
+        for (int lane = 0; lane < nused; ++lane) {
+            const uint8_t * yb = y + (tile * kTileBlocks + lane) * kYBlockBytes;
+            for (int part = 0; part < Order::parts; ++part) {
+                float dx;
+                int   v[2];
+                staged_part(stage, lane, part, bb, dx, v);
+                __half2 ds;
+                std::memcpy(&ds, yb, 4);
+                float & slot = slots[lane][Order::slot_of(tile, part)];
+                if constexpr (W == Weights::q4_0) {
+                    const int u[4] = {word_at(yb + 4 + 4 * (2 * part)), word_at(yb + 4 + 4 * (2 * part + 4)),
+                                      word_at(yb + 4 + 4 * (2 * part + 1)), word_at(yb + 4 + 4 * (2 * part + 5))};
+                    slot += PlainHooks::dot_q4_0(v, u, dx, ds);
+                } else {
+                    const int u[2] = {word_at(yb + 4 + 4 * (2 * part)), word_at(yb + 4 + 4 * (2 * part + 1))};
+                    slot += PlainHooks::dot_q8_0(v, u, dx, __low2float(ds));
+                }
+            }
+        }
+    }
+    float lanes[kWarp];
+    for (int l = 0; l < kWarp; ++l) {
+        lanes[l] = slots[Order::holder_lane(0, l)][Order::holder_slot(0, l)];
+        for (int w = 1; w < kMmvqWarps; ++w) {
+            lanes[l] += slots[Order::holder_lane(w, l)][Order::holder_slot(w, l)];
+        }
+    }
+    return butterfly(lanes);
+}
+#endif
+
 double reference(Weights w, const uint8_t * x, const uint8_t * y, int nblocks, double & scale) {
     const int bb = block_bytes_of(w);
     double    ref = 0.0;
@@ -233,10 +280,23 @@ int main(int argc, char ** argv) {
             const float mmvq = mmvq_row(c.w, x.data(), y.data(), c.nblocks);
             double      scale;
             const double ref = reference(c.w, x.data(), y.data(), c.nblocks, scale);
+#ifdef FUSEKIT_STOCK_ORDERED_TILES
+            for (int split : {0, 1, 2, 4}) {  // 0: one warp per row by tile (fusion-5-stock-ordered-tiles)
+#else
             for (int split : {1, 2, 4}) {
-                const float ours = c.w == Weights::q4_0
-                    ? kernel_row_split<Weights::q4_0>(split, x.data(), y.data(), c.nblocks, sabotage, rng)
-                    : kernel_row_split<Weights::q8_0>(split, x.data(), y.data(), c.nblocks, sabotage, rng);
+#endif
+                float ours = 0.0f;
+#ifdef FUSEKIT_STOCK_ORDERED_TILES
+                if (split == 0) {
+                    ours = c.w == Weights::q4_0 ? by_tile_row<Weights::q4_0>(x.data(), y.data(), c.nblocks, sabotage, rng)
+                                                : by_tile_row<Weights::q8_0>(x.data(), y.data(), c.nblocks, sabotage, rng);
+                }
+#endif
+                if (split != 0) {
+                    ours = c.w == Weights::q4_0
+                        ? kernel_row_split<Weights::q4_0>(split, x.data(), y.data(), c.nblocks, sabotage, rng)
+                        : kernel_row_split<Weights::q8_0>(split, x.data(), y.data(), c.nblocks, sabotage, rng);
+                }
                 uint32_t a, b;
                 std::memcpy(&a, &ours, 4);
                 std::memcpy(&b, &mmvq, 4);
@@ -246,7 +306,7 @@ int main(int argc, char ** argv) {
                 equal += same;
                 near += close;
                 if (row == 0) {
-                    std::printf("%s K=%5d split %d: ours %.9g mmvq %.9g ref %.9g %s\n",
+                    std::printf("%s K=%5d split %d (0: by tile): ours %.9g mmvq %.9g ref %.9g %s\n",
                                 c.w == Weights::q4_0 ? "q4_0" : "q8_0", c.nblocks * 32, split, ours, mmvq, ref,
                                 same ? "same bits" : "DIFFERENT");
                 }
