@@ -62,7 +62,7 @@ def order_program(pinned_home: Path, tmp_path_factory: pytest.TempPathFactory) -
 def test_every_row_is_mmvqs_bit_for_bit(order_program: Path) -> None:
     ran = subprocess.run([str(order_program)], capture_output=True, text=True, timeout=300)
     assert ran.returncode == 0, ran.stdout[-3000:] + ran.stderr[-1000:]
-    assert "448 checks: 448 bit for bit MMVQ's, 448 within 1e-5 of the float64 reference" in ran.stdout
+    assert "512 checks: 512 bit for bit MMVQ's, 512 within 1e-5 of the float64 reference" in ran.stdout
     assert ran.stdout.count("split 0 (0: by tile)") == 14  # fusion-5-stock-ordered-tiles' flow ran
     assert "order checks passed" in ran.stdout
 
@@ -70,4 +70,4 @@ def test_every_row_is_mmvqs_bit_for_bit(order_program: Path) -> None:
 def test_the_sabotage_switch_makes_every_row_differ(order_program: Path) -> None:
     ran = subprocess.run([str(order_program), "--sabotage"], capture_output=True, text=True, timeout=300)
     assert ran.returncode == 0, ran.stdout[-3000:]
-    assert "sabotage: 0 of 448 equal (all must be different)" in ran.stdout
+    assert "sabotage: 0 of 512 equal (all must be different)" in ran.stdout

@@ -107,6 +107,7 @@ struct Shape {
     int     nblocks;
     int     split;  // 0: choose_split's
     bool    gate;
+    bool    packed = false;  // plan's short-row path (fusion-5-stock-ordered-tiles packs one MMVQ warp's rows)
 };
 
 std::vector<uint8_t> random_weights(std::mt19937 & rng, Weights w, int64_t nblocks_total) {
@@ -251,6 +252,11 @@ int main(int argc, char ** argv) {
     }
     shapes.push_back({Weights::q8_0, 8192, 64, 0, false});  // the 35B preset's gdn qkv, split chosen
     shapes.push_back({Weights::q8_0, 2048, 128, 0, false});  // ssm_out / attention out
+    for (bool gate : {false, true}) {  // short rows through plan's packed path: the experts' down projections
+        shapes.push_back({Weights::q4_0, 16384, 16, 0, gate, true});
+        shapes.push_back({Weights::q8_0, 2048, 8, 0, gate, true});
+        shapes.push_back({Weights::q8_0, 2048, 16, 0, gate, true});
+    }
 
     for (const Shape & s : shapes) {
         const std::vector<uint8_t> x  = random_weights(rng, s.w, int64_t(s.nrows) * s.nblocks);
@@ -264,7 +270,11 @@ int main(int argc, char ** argv) {
         CHECK(cudaMalloc(&dours, s.nrows * sizeof(float)));
         CHECK(cudaMalloc(&dref, s.nrows * sizeof(float)));
         const Problem p = problem_of(s, dx, dg, dy, dours, sabotage ? 1 : 0);
-        CHECK((launch<PlainHooks, 2, true, 0>(p, 1, 1, sm_count, nullptr, s.split)));
+        if (s.packed) {
+            CHECK((launch<PlainHooks, 2, true, 0, true>(p, 1, 1, sm_count, nullptr, s.split)));
+        } else {
+            CHECK((launch<PlainHooks, 2, true, 0>(p, 1, 1, sm_count, nullptr, s.split)));
+        }
         const dim3 block(kWarp, 4);
         if (s.w == Weights::q4_0) {
             s.gate ? reference_kernel<Weights::q4_0, true><<<s.nrows, block>>>(dx, dg, dy, dref, s.nblocks)
@@ -284,8 +294,8 @@ int main(int argc, char ** argv) {
             r64[r] = reference64(s.w, x.data() + int64_t(r) * s.nblocks * bb, y.data(), s.nblocks, sc[r]);
         }
         char what[96];
-        std::snprintf(what, sizeof what, "%s K=%d split %d%s", s.w == Weights::q4_0 ? "q4_0" : "q8_0",
-                      s.nblocks * 32, s.split, s.gate ? " gate" : "");
+        std::snprintf(what, sizeof what, "%s K=%d split %d%s%s", s.w == Weights::q4_0 ? "q4_0" : "q8_0",
+                      s.nblocks * 32, s.split, s.gate ? " gate" : "", s.packed ? " packed path" : "");
         compare(tally, what, ours, ref, r64, sc, s.gate);
         CHECK(cudaFree(dx));
         CHECK(cudaFree(dy));

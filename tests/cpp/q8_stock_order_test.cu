@@ -226,6 +226,54 @@ float by_tile_row(const uint8_t * x, const uint8_t * y, int nblocks, int sabotag
     }
     return butterfly(lanes);
 }
+
+// The experiment's packed form for rows MMVQ's first warp covers alone (warp_blocks blocks): lane j of a row takes
+// block j, keeps the sums of MMVQ lanes parts * j + part (one term each, then warps 1-3's zeros), and the butterfly
+// over MMVQ's lanes runs as shuffles between lanes (offsets of at least `parts`) and additions within a lane.
+template <Weights W>
+float packed_row(const uint8_t * x, const uint8_t * y, int sabotage) {
+    using Order = MmvqOrder<W>;
+    constexpr int P = Order::parts, group = Order::warp_blocks, bb = block_bytes_of(W);
+    alignas(16) uint8_t stage[tile_smem_bytes_of(W)] = {};
+    std::memcpy(stage, x, group * bb);
+    float acc[group][P] = {};
+    for (int j = 0; j < blocks_used(group, sabotage); ++j) {
+        const uint8_t * yb = y + j * kYBlockBytes;
+        __half2 ds;
+        std::memcpy(&ds, yb, 4);
+        for (int part = 0; part < P; ++part) {
+            float dx;
+            int   v[2];
+            staged_part(stage, j, part, bb, dx, v);
+            if constexpr (W == Weights::q4_0) {
+                const int u[4] = {word_at(yb + 4 + 4 * (2 * part)), word_at(yb + 4 + 4 * (2 * part + 4)),
+                                  word_at(yb + 4 + 4 * (2 * part + 1)), word_at(yb + 4 + 4 * (2 * part + 5))};
+                acc[j][part] += PlainHooks::dot_q4_0(v, u, dx, ds);
+            } else {
+                const int u[2] = {word_at(yb + 4 + 4 * (2 * part)), word_at(yb + 4 + 4 * (2 * part + 1))};
+                acc[j][part] += PlainHooks::dot_q8_0(v, u, dx, __low2float(ds));
+            }
+        }
+    }
+    for (auto & lane : acc) {
+        for (float & a : lane) {
+            for (int w = 1; w < kMmvqWarps; ++w) {
+                a += 0.0f;
+            }
+        }
+    }
+    for (int offset = kWarp / 2; offset > 0; offset >>= 1) {
+        float next[group][P];
+        for (int j = 0; j < group; ++j) {
+            for (int part = 0; part < P; ++part) {
+                next[j][part] = offset >= P ? acc[j][part] + acc[j ^ (offset / P)][part]
+                                            : acc[j][part] + acc[j][part ^ offset];
+            }
+        }
+        std::memcpy(acc, next, sizeof(acc));
+    }
+    return acc[0][0];
+}
 #endif
 
 double reference(Weights w, const uint8_t * x, const uint8_t * y, int nblocks, double & scale) {
@@ -313,6 +361,28 @@ int main(int argc, char ** argv) {
             }
         }
     }
+#ifdef FUSEKIT_STOCK_ORDERED_TILES
+    // the packed form: rows of one MMVQ warp's blocks (Q8_0 K = 256, Q4_0 K = 512)
+    for (int row = 0; row < 32; ++row) {
+        for (Weights w : {Weights::q8_0, Weights::q4_0}) {
+            const int nblocks = w == Weights::q4_0 ? MmvqOrder<Weights::q4_0>::warp_blocks : MmvqOrder<Weights::q8_0>::warp_blocks;
+            const std::vector<uint8_t> x = random_row(rng, w, nblocks);
+            const std::vector<uint8_t> y = random_y(rng, nblocks);
+            const float mmvq = mmvq_row(w, x.data(), y.data(), nblocks);
+            double      scale;
+            const double ref = reference(w, x.data(), y.data(), nblocks, scale);
+            const float ours = w == Weights::q4_0 ? packed_row<Weights::q4_0>(x.data(), y.data(), sabotage)
+                                                  : packed_row<Weights::q8_0>(x.data(), y.data(), sabotage);
+            ++checks;
+            equal += std::memcmp(&ours, &mmvq, 4) == 0;
+            near += std::fabs(double(ours) - ref) <= 1e-5 * scale;
+            if (row == 0) {
+                std::printf("%s K=%5d packed: ours %.9g mmvq %.9g ref %.9g %s\n", w == Weights::q4_0 ? "q4_0" : "q8_0",
+                            nblocks * 32, ours, mmvq, ref, std::memcmp(&ours, &mmvq, 4) == 0 ? "same bits" : "DIFFERENT");
+            }
+        }
+    }
+#endif
     std::printf("%d checks: %d bit for bit MMVQ's, %d within 1e-5 of the float64 reference\n", checks, equal, near);
     if (sabotage) {
         std::printf("sabotage: %d of %d equal (all must be different)\n", equal, checks);

@@ -166,6 +166,16 @@ int main(int argc, char ** argv) {
         Kernel k = s.w == Weights::q4_0 ? (s.gate ? order_of<true, Weights::q4_0>(split_new) : order_of<false, Weights::q4_0>(split_new))
                                         : (s.gate ? order_of<true, Weights::q8_0>(split_new) : order_of<false, Weights::q8_0>(split_new));
         contenders.push_back({"mmvq order split " + std::to_string(split_new), k, grid_of(split_new)});
+#ifdef FUSEKIT_STOCK_ORDERED_TILES
+        if (!s.gate && s.nblocks == (s.w == Weights::q4_0 ? MmvqOrder<Weights::q4_0>::warp_blocks
+                                                          : MmvqOrder<Weights::q8_0>::warp_blocks)) {
+            const int parts = s.w == Weights::q4_0 ? MmvqOrder<Weights::q4_0>::parts : MmvqOrder<Weights::q8_0>::parts;
+            Kernel packed = s.w == Weights::q4_0 ? q8_gemv_packed_mmvq_kernel<false, PlainHooks, Weights::q4_0>
+                                                 : q8_gemv_packed_mmvq_kernel<false, PlainHooks, Weights::q8_0>;
+            contenders.push_back({"mmvq order packed", packed,
+                                  dim3((s.nrows + kWarpsPerCta * parts - 1) / (kWarpsPerCta * parts))});
+        }
+#endif
 
         cudaEvent_t start, stop;
         CHECK(cudaEventCreate(&start));
