@@ -23,14 +23,14 @@ echo "header sha256 $(sha256sum "$WORK/ggml/src/ggml-cuda/fusekit-q8-gemv.cuh" |
   > "$OUT/check.log"
 smi() { nvidia-smi --query-gpu=timestamp,name,clocks.sm,clocks.mem,temperature.gpu,power.draw --format=csv,noheader >> "$OUT/clocks.csv" 2>&1 || true; }
 smi
-nvcc -O3 -std=c++17 -use_fast_math -arch="sm_$ARCH" -I"$WORK/ggml/src/ggml-cuda" -o "$WORK/check" \
+nvcc -O3 -std=c++17 -use_fast_math -arch="sm_$ARCH" -I"$WORK/ggml/src/ggml-cuda" -I"$REPO/kernels" -o "$WORK/check" \
   "$REPO/tests/cpp/q8_stock_order_gpu_check.cu" 2>&1 | tee -a "$OUT/check.log"
 rc=0
 "$WORK/check" --json "$OUT/stock-order-gpu-check.json" 2>&1 | tee -a "$OUT/check.log" || rc=1
 smi
 "$WORK/check" --sabotage --json "$OUT/stock-order-gpu-check-sabotage.json" 2>&1 | tee "$OUT/check-sabotage.log" || rc=1
 smi
-nvcc -O3 -std=c++17 -use_fast_math -arch="sm_$ARCH" -I"$WORK/ggml/src/ggml-cuda" -o "$WORK/timing" \
+nvcc -O3 -std=c++17 -use_fast_math -arch="sm_$ARCH" -I"$WORK/ggml/src/ggml-cuda" -I"$REPO/kernels" -o "$WORK/timing" \
   "$REPO/tests/cpp/q8_stock_order_timing.cu" 2>&1 | tee -a "$OUT/check.log"
 "$WORK/timing" --rounds "${ROUNDS:-9}" --json "$OUT/stock-order-timing.json" 2>&1 | tee "$OUT/timing.log" || rc=1
 smi

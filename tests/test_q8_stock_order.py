@@ -22,6 +22,7 @@ REPO = Path(__file__).resolve().parent.parent
 PATCH = REPO / "patches" / "experiments" / "fusion-5-stock-order.patch"
 TILES = REPO / "patches" / "experiments" / "fusion-5-stock-ordered-tiles.patch"  # its split-1 flow on top
 PROGRAM = REPO / "tests" / "cpp" / "q8_stock_order_test.cu"
+KERNELS = REPO / "kernels"  # standalone.cuh
 # the same experiment on a GPU without ggml (scripts/stock_order_gpu_check.sh runs it on the H200)
 GPU_CHECK = REPO / "tests" / "cpp" / "q8_stock_order_gpu_check.cu"
 GPU_TIMING = REPO / "tests" / "cpp" / "q8_stock_order_timing.cu"
@@ -49,7 +50,7 @@ def order_program(pinned_home: Path, tmp_path_factory: pytest.TempPathFactory) -
     finally:
         fusekit(pinned_home, "reset")
     for source in (GPU_CHECK, GPU_TIMING):  # the GPU programs compile against the same header
-        cmd = [str(NVCC), "-c", "-O3", "-std=c++17", "-use_fast_math", "-arch=sm_90", f"-I{work}"]
+        cmd = [str(NVCC), "-c", "-O3", "-std=c++17", "-use_fast_math", "-arch=sm_90", f"-I{work}", f"-I{KERNELS}"]
         compiled = subprocess.run([*cmd, "-o", str(work / "gpu.o"), str(source)], capture_output=True, text=True)
         assert compiled.returncode == 0, compiled.stderr[-3000:]
     binary = work / "q8_stock_order_test"

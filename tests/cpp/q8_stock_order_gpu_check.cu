@@ -7,10 +7,13 @@
 // they agree bit for bit exactly when the experiment's device code adds the same terms in the same order. Every row
 // is also held to a float64 reference of the same quantized data.
 //
-//   nvcc -O3 -std=c++17 -use_fast_math -arch=sm_90 -I<tree>/ggml/src/ggml-cuda -o check q8_stock_order_gpu_check.cu
+//   nvcc -O3 -std=c++17 -use_fast_math -arch=sm_90 -I<tree>/ggml/src/ggml-cuda -I kernels -o check \
+//        tests/cpp/q8_stock_order_gpu_check.cu
 //   ./check [--sabotage] [--json FILE]   (--sabotage: exit 0 only if no case is bit for bit the reference's)
 
 #include "fusekit-q8-gemv.cuh"
+#include "q8_stock_order_data.h"
+#include "standalone.cuh"  // kernels/: CHECK
 
 #include <cmath>
 #include <cstdio>
@@ -20,15 +23,9 @@
 #include <vector>
 
 using namespace fusekit_q8;
-
-#define CHECK(call)                                                                                   \
-    do {                                                                                              \
-        cudaError_t err_ = (call);                                                                    \
-        if (err_ != cudaSuccess) {                                                                    \
-            std::fprintf(stderr, "%s:%d: %s\n", __FILE__, __LINE__, cudaGetErrorString(err_));        \
-            std::exit(2);                                                                             \
-        }                                                                                             \
-    } while (0)
+using q8_stock_order::random_blocks;
+using q8_stock_order::random_y;
+using q8_stock_order::reference64;
 
 namespace {
 
@@ -110,62 +107,6 @@ struct Shape {
     bool    packed = false;  // plan's short-row path (fusion-5-stock-ordered-tiles packs one MMVQ warp's rows)
 };
 
-std::vector<uint8_t> random_weights(std::mt19937 & rng, Weights w, int64_t nblocks_total) {
-    const int bb = block_bytes_of(w);
-    std::vector<uint8_t> out(nblocks_total * bb);
-    std::uniform_real_distribution<float> scale(0.5f, 8.0f);
-    for (int64_t b = 0; b < nblocks_total; ++b) {
-        const __half d = __float2half((rng() & 1 ? -1.0f : 1.0f) * scale(rng) * 1e-3f);
-        std::memcpy(&out[b * bb], &d, 2);
-        for (int i = 2; i < bb; ++i) {
-            out[b * bb + i] = uint8_t(rng());
-        }
-    }
-    return out;
-}
-
-std::vector<uint8_t> random_y(std::mt19937 & rng, int nblocks) {
-    std::vector<uint8_t> y(nblocks * kYBlockBytes);
-    std::uniform_int_distribution<int> q(-127, 127);
-    std::uniform_real_distribution<float> scale(0.5f, 4.0f);
-    for (int b = 0; b < nblocks; ++b) {
-        const float d = scale(rng) * 1e-2f;
-        int sum = 0;
-        for (int i = 0; i < 32; ++i) {
-            const int v = q(rng);
-            sum += v;
-            y[b * kYBlockBytes + 4 + i] = uint8_t(int8_t(v));
-        }
-        const __half2 ds = __floats2half2_rn(d, d * float(sum));
-        std::memcpy(&y[b * kYBlockBytes], &ds, 4);
-    }
-    return y;
-}
-
-double reference64(Weights w, const uint8_t * x, const uint8_t * y, int nblocks, double & scale) {
-    const int bb = block_bytes_of(w);
-    double ref = 0.0;
-    scale = 0.0;
-    for (int b = 0; b < nblocks; ++b) {
-        __half dx, dy, sy;
-        std::memcpy(&dx, x + b * bb, 2);
-        std::memcpy(&dy, y + b * kYBlockBytes, 2);
-        std::memcpy(&sy, y + b * kYBlockBytes + 2, 2);
-        long sumi = 0;
-        for (int i = 0; i < 32; ++i) {
-            const int8_t    c  = int8_t(y[b * kYBlockBytes + 4 + i]);
-            const uint8_t * qs = x + b * bb + 2;
-            const int a = w == Weights::q4_0 ? (i < 16 ? qs[i] & 0x0F : qs[i - 16] >> 4) : int(int8_t(qs[i]));
-            sumi += long(a) * c;
-        }
-        const double offset = w == Weights::q4_0 ? 8.0 * double(__half2float(sy)) : 0.0;
-        const double term   = double(__half2float(dx)) * (double(__half2float(dy)) * double(sumi) - offset);
-        ref += term;
-        scale += std::fabs(term) + std::fabs(double(__half2float(dx)) * offset);
-    }
-    return ref;
-}
-
 template <class T>
 T * to_device(const std::vector<T> & host) {
     T * dev = nullptr;
@@ -176,21 +117,9 @@ T * to_device(const std::vector<T> & host) {
 
 Problem problem_of(const Shape & s, const uint8_t * x, const uint8_t * gate, const uint8_t * y, float * dst,
                    int sabotage) {
-    Problem p{};
-    p.weights       = s.w;
-    p.x             = x;
-    p.gate          = gate;
-    p.y             = y;
-    p.dst           = dst;
-    p.glu           = Glu::mul;
-    p.nblocks       = s.nblocks;
-    p.nrows         = s.nrows;
-    p.row_x         = s.nblocks;
-    p.nchannels_y   = 1;
-    p.channel_ratio = 1;
-    p.sample_ratio  = 1;
-    p.x_is_weight   = 1;
-    p.sabotage      = sabotage;
+    Problem p = q8_stock_order::one_token_problem(s.w, s.nrows, s.nblocks, y, dst, sabotage);
+    p.x       = x;
+    p.gate    = gate;
     return p;
 }
 
@@ -222,15 +151,9 @@ void compare(Tally & t, const char * what, const std::vector<float> & ours, cons
 }  // namespace
 
 int main(int argc, char ** argv) {
-    bool sabotage = false;
-    const char * json_path = nullptr;
-    for (int i = 1; i < argc; ++i) {
-        if (std::strcmp(argv[i], "--sabotage") == 0) {
-            sabotage = true;
-        } else if (std::strcmp(argv[i], "--json") == 0 && i + 1 < argc) {
-            json_path = argv[++i];
-        }
-    }
+    const fusekit_standalone::Options options   = fusekit_standalone::parse_options(argc, argv);
+    const bool                        sabotage  = options.sabotage;
+    const char *                      json_path = options.json_path;
     int sm_count = 0;
     CHECK(cudaDeviceGetAttribute(&sm_count, cudaDevAttrMultiProcessorCount, 0));
     cudaDeviceProp prop{};
@@ -259,8 +182,8 @@ int main(int argc, char ** argv) {
     }
 
     for (const Shape & s : shapes) {
-        const std::vector<uint8_t> x  = random_weights(rng, s.w, int64_t(s.nrows) * s.nblocks);
-        const std::vector<uint8_t> g  = s.gate ? random_weights(rng, s.w, int64_t(s.nrows) * s.nblocks) : std::vector<uint8_t>();
+        const std::vector<uint8_t> x  = random_blocks(rng, s.w, int64_t(s.nrows) * s.nblocks);
+        const std::vector<uint8_t> g  = s.gate ? random_blocks(rng, s.w, int64_t(s.nrows) * s.nblocks) : std::vector<uint8_t>();
         const std::vector<uint8_t> y  = random_y(rng, s.nblocks);
         uint8_t * dx = to_device(x);
         uint8_t * dg = s.gate ? to_device(g) : nullptr;
@@ -318,7 +241,7 @@ int main(int argc, char ** argv) {
         std::vector<std::vector<uint8_t>> xs;
         std::vector<float *> refs;
         for (int m = 0; m < 3; ++m) {
-            xs.push_back(random_weights(rng, Weights::q8_0, int64_t(nrows[m]) * nblocks));
+            xs.push_back(random_blocks(rng, Weights::q8_0, int64_t(nrows[m]) * nblocks));
             gp.x[m]     = to_device(xs[m]);
             gp.nrows[m] = nrows[m];
             gp.row_x[m] = nblocks;

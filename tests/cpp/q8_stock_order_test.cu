@@ -14,6 +14,7 @@
 //                                   every bitwise check must fail ("all must be different", exit 0)
 
 #include "fusekit-q8-gemv.cuh"
+#include "q8_stock_order_data.h"
 
 #include <cmath>
 #include <cstdio>
@@ -24,46 +25,14 @@
 namespace {
 
 using namespace fusekit_q8;
+using q8_stock_order::random_blocks;
+using q8_stock_order::random_y;
+using q8_stock_order::reference64;
 
 struct Case {
     Weights w;
     int     nblocks;
 };
-
-// Random blocks: fp16 scales of either sign and magnitudes over a few octaves, quants over their whole range.
-std::vector<uint8_t> random_row(std::mt19937 & rng, Weights w, int nblocks) {
-    const int bb = block_bytes_of(w);
-    std::vector<uint8_t> row(nblocks * bb + 64);
-    std::uniform_real_distribution<float> scale(0.5f, 8.0f);
-    std::uniform_int_distribution<int> byte(0, 255);
-    for (int b = 0; b < nblocks; ++b) {
-        const __half d = __float2half((byte(rng) & 1 ? -1.0f : 1.0f) * scale(rng) * 1e-3f);
-        std::memcpy(&row[b * bb], &d, 2);
-        for (int i = 2; i < bb; ++i) {
-            row[b * bb + i] = uint8_t(byte(rng));
-        }
-    }
-    return row;
-}
-
-// q8_1 blocks: d, s = d * (sum of the quants), 32 quants.
-std::vector<uint8_t> random_y(std::mt19937 & rng, int nblocks) {
-    std::vector<uint8_t> y(nblocks * kYBlockBytes);
-    std::uniform_int_distribution<int> q(-127, 127);
-    std::uniform_real_distribution<float> scale(0.5f, 4.0f);
-    for (int b = 0; b < nblocks; ++b) {
-        const float d = scale(rng) * 1e-2f;
-        int sum = 0;
-        for (int i = 0; i < 32; ++i) {
-            const int v = q(rng);
-            sum += v;
-            y[b * kYBlockBytes + 4 + i] = uint8_t(int8_t(v));
-        }
-        const __half2 ds = __floats2half2_rn(d, d * float(sum));
-        std::memcpy(&y[b * kYBlockBytes], &ds, 4);
-    }
-    return y;
-}
 
 int word_at(const uint8_t * p) {
     int v;
@@ -88,6 +57,25 @@ float mmvq_part(Weights w, const uint8_t * x, const uint8_t * y, int b, int part
     }
     const int u[2] = {word_at(yb + 4 + 4 * (2 * part)), word_at(yb + 4 + 4 * (2 * part + 1))};
     return PlainHooks::dot_q8_0(v, u, __half2float(dx), __low2float(ds));
+}
+
+// One part's product on the CPU: part `part` of block b of a staged buffer, with its q8_1 block yb, through
+// PlainHooks (the kernel's part_dot reads the same words).
+template <Weights W>
+float staged_part_dot(const uint8_t * staged, int b, int part, const uint8_t * yb) {
+    float dx;
+    int   v[2];
+    staged_part(staged, b, part, block_bytes_of(W), dx, v);
+    __half2 ds;
+    std::memcpy(&ds, yb, 4);
+    if constexpr (W == Weights::q4_0) {
+        const int u[4] = {word_at(yb + 4 + 4 * (2 * part)), word_at(yb + 4 + 4 * (2 * part + 4)),
+                          word_at(yb + 4 + 4 * (2 * part + 1)), word_at(yb + 4 + 4 * (2 * part + 5))};
+        return PlainHooks::dot_q4_0(v, u, dx, ds);
+    } else {
+        const int u[2] = {word_at(yb + 4 + 4 * (2 * part)), word_at(yb + 4 + 4 * (2 * part + 1))};
+        return PlainHooks::dot_q8_0(v, u, dx, __low2float(ds));
+    }
 }
 
 // The xor butterfly of a warp: after it every lane holds the same sum.
@@ -150,20 +138,7 @@ float kernel_row(const uint8_t * x, const uint8_t * y, int nblocks, int sabotage
                     if (b >= nused) {
                         continue;
                     }
-                    float dx;
-                    int   v[2];
-                    staged_part(stage, b, part, bb, dx, v);
-                    const uint8_t * yb = y + (first + b) * kYBlockBytes;
-                    __half2 ds;
-                    std::memcpy(&ds, yb, 4);
-                    if constexpr (W == Weights::q4_0) {
-                        const int u[4] = {word_at(yb + 4 + 4 * (2 * part)), word_at(yb + 4 + 4 * (2 * part + 4)),
-                                          word_at(yb + 4 + 4 * (2 * part + 1)), word_at(yb + 4 + 4 * (2 * part + 5))};
-                        acc[j][lane] += PlainHooks::dot_q4_0(v, u, dx, ds);
-                    } else {
-                        const int u[2] = {word_at(yb + 4 + 4 * (2 * part)), word_at(yb + 4 + 4 * (2 * part + 1))};
-                        acc[j][lane] += PlainHooks::dot_q8_0(v, u, dx, __low2float(ds));
-                    }
+                    acc[j][lane] += staged_part_dot<W>(stage, b, part, y + (first + b) * kYBlockBytes);
                 }
             }
         }
@@ -200,20 +175,7 @@ float by_tile_row(const uint8_t * x, const uint8_t * y, int nblocks, int sabotag
         for (int lane = 0; lane < nused; ++lane) {
             const uint8_t * yb = y + (tile * kTileBlocks + lane) * kYBlockBytes;
             for (int part = 0; part < Order::parts; ++part) {
-                float dx;
-                int   v[2];
-                staged_part(stage, lane, part, bb, dx, v);
-                __half2 ds;
-                std::memcpy(&ds, yb, 4);
-                float & slot = slots[lane][Order::slot_of(tile, part)];
-                if constexpr (W == Weights::q4_0) {
-                    const int u[4] = {word_at(yb + 4 + 4 * (2 * part)), word_at(yb + 4 + 4 * (2 * part + 4)),
-                                      word_at(yb + 4 + 4 * (2 * part + 1)), word_at(yb + 4 + 4 * (2 * part + 5))};
-                    slot += PlainHooks::dot_q4_0(v, u, dx, ds);
-                } else {
-                    const int u[2] = {word_at(yb + 4 + 4 * (2 * part)), word_at(yb + 4 + 4 * (2 * part + 1))};
-                    slot += PlainHooks::dot_q8_0(v, u, dx, __low2float(ds));
-                }
+                slots[lane][Order::slot_of(tile, part)] += staged_part_dot<W>(stage, lane, part, yb);
             }
         }
     }
@@ -239,20 +201,8 @@ float packed_row(const uint8_t * x, const uint8_t * y, int sabotage) {
     float acc[group][P] = {};
     for (int j = 0; j < blocks_used(group, sabotage); ++j) {
         const uint8_t * yb = y + j * kYBlockBytes;
-        __half2 ds;
-        std::memcpy(&ds, yb, 4);
         for (int part = 0; part < P; ++part) {
-            float dx;
-            int   v[2];
-            staged_part(stage, j, part, bb, dx, v);
-            if constexpr (W == Weights::q4_0) {
-                const int u[4] = {word_at(yb + 4 + 4 * (2 * part)), word_at(yb + 4 + 4 * (2 * part + 4)),
-                                  word_at(yb + 4 + 4 * (2 * part + 1)), word_at(yb + 4 + 4 * (2 * part + 5))};
-                acc[j][part] += PlainHooks::dot_q4_0(v, u, dx, ds);
-            } else {
-                const int u[2] = {word_at(yb + 4 + 4 * (2 * part)), word_at(yb + 4 + 4 * (2 * part + 1))};
-                acc[j][part] += PlainHooks::dot_q8_0(v, u, dx, __low2float(ds));
-            }
+            acc[j][part] += staged_part_dot<W>(stage, j, part, yb);
         }
     }
     for (auto & lane : acc) {
@@ -275,30 +225,6 @@ float packed_row(const uint8_t * x, const uint8_t * y, int sabotage) {
     return acc[0][0];
 }
 #endif
-
-double reference(Weights w, const uint8_t * x, const uint8_t * y, int nblocks, double & scale) {
-    const int bb = block_bytes_of(w);
-    double    ref = 0.0;
-    scale = 0.0;
-    for (int b = 0; b < nblocks; ++b) {
-        __half dx, dy, sy;
-        std::memcpy(&dx, x + b * bb, 2);
-        std::memcpy(&dy, y + b * kYBlockBytes, 2);
-        std::memcpy(&sy, y + b * kYBlockBytes + 2, 2);
-        long sumi = 0;
-        for (int i = 0; i < 32; ++i) {
-            const int8_t    c  = int8_t(y[b * kYBlockBytes + 4 + i]);
-            const uint8_t * qs = x + b * bb + 2;
-            const int a = w == Weights::q4_0 ? (i < 16 ? qs[i] & 0x0F : qs[i - 16] >> 4) : int(int8_t(qs[i]));
-            sumi += long(a) * c;
-        }
-        const double offset = w == Weights::q4_0 ? 8.0 * double(__half2float(sy)) : 0.0;
-        const double term   = double(__half2float(dx)) * (double(__half2float(dy)) * double(sumi) - offset);
-        ref += term;
-        scale += std::fabs(term) + std::fabs(double(__half2float(dx)) * offset);
-    }
-    return ref;
-}
 
 template <Weights W>
 float kernel_row_split(int split, const uint8_t * x, const uint8_t * y, int nblocks, int sabotage, std::mt19937 & rng) {
@@ -323,11 +249,11 @@ int main(int argc, char ** argv) {
     int checks = 0, equal = 0, near = 0;
     for (const Case & c : cases) {
         for (int row = 0; row < 8; ++row) {
-            const std::vector<uint8_t> x = random_row(rng, c.w, c.nblocks);
+            const std::vector<uint8_t> x = random_blocks(rng, c.w, c.nblocks);
             const std::vector<uint8_t> y = random_y(rng, c.nblocks);
             const float mmvq = mmvq_row(c.w, x.data(), y.data(), c.nblocks);
             double      scale;
-            const double ref = reference(c.w, x.data(), y.data(), c.nblocks, scale);
+            const double ref = reference64(c.w, x.data(), y.data(), c.nblocks, scale);
 #ifdef FUSEKIT_STOCK_ORDERED_TILES
             for (int split : {0, 1, 2, 4}) {  // 0: one warp per row by tile (fusion-5-stock-ordered-tiles)
 #else
@@ -366,11 +292,11 @@ int main(int argc, char ** argv) {
     for (int row = 0; row < 32; ++row) {
         for (Weights w : {Weights::q8_0, Weights::q4_0}) {
             const int nblocks = w == Weights::q4_0 ? MmvqOrder<Weights::q4_0>::warp_blocks : MmvqOrder<Weights::q8_0>::warp_blocks;
-            const std::vector<uint8_t> x = random_row(rng, w, nblocks);
+            const std::vector<uint8_t> x = random_blocks(rng, w, nblocks);
             const std::vector<uint8_t> y = random_y(rng, nblocks);
             const float mmvq = mmvq_row(w, x.data(), y.data(), nblocks);
             double      scale;
-            const double ref = reference(w, x.data(), y.data(), nblocks, scale);
+            const double ref = reference64(w, x.data(), y.data(), nblocks, scale);
             const float ours = w == Weights::q4_0 ? packed_row<Weights::q4_0>(x.data(), y.data(), sabotage)
                                                   : packed_row<Weights::q8_0>(x.data(), y.data(), sabotage);
             ++checks;

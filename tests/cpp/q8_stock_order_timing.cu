@@ -5,10 +5,13 @@
 // each kernel `launches` times back to back over weight copies that together exceed the L2, timed with events.
 // Reported: per kernel and shape, the median time per launch over rounds with its spread, and new / old.
 //
-//   nvcc -O3 -std=c++17 -use_fast_math -arch=sm_90 -I<tree>/ggml/src/ggml-cuda -o timing q8_stock_order_timing.cu
+//   nvcc -O3 -std=c++17 -use_fast_math -arch=sm_90 -I<tree>/ggml/src/ggml-cuda -I kernels -o timing \
+//        tests/cpp/q8_stock_order_timing.cu
 //   ./timing [--rounds N] [--json FILE]
 
 #include "fusekit-q8-gemv.cuh"
+#include "q8_stock_order_data.h"
+#include "standalone.cuh"  // kernels/: CHECK
 
 #include <algorithm>
 #include <cstdio>
@@ -18,15 +21,6 @@
 #include <vector>
 
 using namespace fusekit_q8;
-
-#define CHECK(call)                                                                                   \
-    do {                                                                                              \
-        cudaError_t err_ = (call);                                                                    \
-        if (err_ != cudaSuccess) {                                                                    \
-            std::fprintf(stderr, "%s:%d: %s\n", __FILE__, __LINE__, cudaGetErrorString(err_));        \
-            std::exit(2);                                                                             \
-        }                                                                                             \
-    } while (0)
 
 namespace {
 
@@ -133,18 +127,7 @@ int main(int argc, char ** argv) {
         CHECK(cudaMemcpy(y, yhost.data(), yhost.size(), cudaMemcpyHostToDevice));
         CHECK(cudaMalloc(&dst, size_t(s.nrows) * 4));
 
-        Problem p{};
-        p.weights = s.w;
-        p.y = y;
-        p.dst = dst;
-        p.glu = Glu::mul;
-        p.nblocks = s.nblocks;
-        p.nrows = s.nrows;
-        p.row_x = s.nblocks;
-        p.nchannels_y = 1;
-        p.channel_ratio = 1;
-        p.sample_ratio = 1;
-        p.x_is_weight = 1;
+        Problem p = q8_stock_order::one_token_problem(s.w, s.nrows, s.nblocks, y, dst, 0);
 
         const int split_new = choose_split(s.nrows, 1, 1, s.nblocks, sm_count);  // capped at 4 by the experiment
         std::vector<Contender> contenders;
