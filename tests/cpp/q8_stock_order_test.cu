@@ -47,8 +47,7 @@ float mmvq_part(Weights w, const uint8_t * x, const uint8_t * y, int b, int part
     const uint8_t * yb = y + b * kYBlockBytes;
     __half dx;
     std::memcpy(&dx, xb, 2);
-    __half2 ds;
-    std::memcpy(&ds, yb, 4);
+    const __half2 ds = *reinterpret_cast<const __half2 *>(yb);  // q8_1 blocks are 4-byte aligned
     const int v[2] = {word_at(xb + 2 + 8 * part), word_at(xb + 2 + 8 * part + 4)};
     if (w == Weights::q4_0) {
         const int u[4] = {word_at(yb + 4 + 4 * (2 * part)), word_at(yb + 4 + 4 * (2 * part + 4)),
@@ -66,8 +65,7 @@ float staged_part_dot(const uint8_t * staged, int b, int part, const uint8_t * y
     float dx;
     int   v[2];
     staged_part(staged, b, part, block_bytes_of(W), dx, v);
-    __half2 ds;
-    std::memcpy(&ds, yb, 4);
+    const __half2 ds = *reinterpret_cast<const __half2 *>(yb);  // q8_1 blocks are 4-byte aligned
     if constexpr (W == Weights::q4_0) {
         const int u[4] = {word_at(yb + 4 + 4 * (2 * part)), word_at(yb + 4 + 4 * (2 * part + 4)),
                           word_at(yb + 4 + 4 * (2 * part + 1)), word_at(yb + 4 + 4 * (2 * part + 5))};
