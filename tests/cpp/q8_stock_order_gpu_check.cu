@@ -105,7 +105,32 @@ struct Shape {
     int     split;  // 0: choose_split's
     bool    gate;
     bool    packed = false;  // plan's short-row path (fusion-5-stock-ordered-tiles packs one MMVQ warp's rows)
+    int     depth  = 0;      // fusion-5-stock-streamed: the stream kernel at this ring depth (0: plan's)
+    int     ctas   = 0;      // ... on a grid of this many CTAs (0: plan_stream's)
 };
+
+#ifdef FUSEKIT_STOCK_ORDERED_STREAM
+template <int DEPTH, Weights W>
+void launch_stream_at(const Problem & p, int ctas, int sm_count) {
+    Launch l = plan_stream<PlainHooks, W, DEPTH>(p, sm_count);
+    if (ctas > 0) {
+        l.grid = dim3(ctas);
+    }
+    l.kernel<<<l.grid, l.block>>>(p);
+}
+
+// The stream kernel at a chosen depth and grid (plan takes it with its own depth and grid).
+void launch_stream(const Problem & p, int depth, int ctas, int sm_count) {
+    const bool q4 = p.weights == Weights::q4_0;
+    switch (depth) {
+        case 2:  q4 ? launch_stream_at<2, Weights::q4_0>(p, ctas, sm_count) : launch_stream_at<2, Weights::q8_0>(p, ctas, sm_count); break;
+        case 3:  q4 ? launch_stream_at<3, Weights::q4_0>(p, ctas, sm_count) : launch_stream_at<3, Weights::q8_0>(p, ctas, sm_count); break;
+        case 5:  q4 ? launch_stream_at<5, Weights::q4_0>(p, ctas, sm_count) : launch_stream_at<5, Weights::q8_0>(p, ctas, sm_count); break;
+        default: q4 ? launch_stream_at<kStreamDepth, Weights::q4_0>(p, ctas, sm_count)
+                    : launch_stream_at<kStreamDepth, Weights::q8_0>(p, ctas, sm_count);
+    }
+}
+#endif
 
 template <class T>
 T * to_device(const std::vector<T> & host) {
@@ -180,6 +205,22 @@ int main(int argc, char ** argv) {
         shapes.push_back({Weights::q8_0, 2048, 8, 0, gate, true});
         shapes.push_back({Weights::q8_0, 2048, 16, 0, gate, true});
     }
+#ifdef FUSEKIT_STOCK_ORDERED_STREAM
+    // fusion-5-stock-streamed: tables of kStreamMinRows rows and more take the stream kernel through plan
+    // (the output head, partial tiles, Q4_0 passes of two tiles, a row count no grid divides), then other ring
+    // depths and grids of a few CTAs, whose warps walk hundreds of rows through their rings
+    shapes.push_back({Weights::q8_0, 248320, 64, 0, false});
+    shapes.push_back({Weights::q8_0, 16384, 128, 0, false});
+    shapes.push_back({Weights::q8_0, 20011, 40, 0, false});
+    shapes.push_back({Weights::q4_0, 16384, 128, 0, false});
+    shapes.push_back({Weights::q4_0, 17003, 48, 0, false});
+    for (int depth : {2, 3, 5}) {
+        shapes.push_back({Weights::q8_0, 4099, 72, 0, false, false, depth});
+        shapes.push_back({Weights::q4_0, 4099, 96, 0, false, false, depth});
+    }
+    shapes.push_back({Weights::q8_0, 5000, 64, 0, false, false, kStreamDepth, 3});
+    shapes.push_back({Weights::q4_0, 3001, 160, 0, false, false, kStreamDepth, 5});
+#endif
 
     for (const Shape & s : shapes) {
         const std::vector<uint8_t> x  = random_blocks(rng, s.w, int64_t(s.nrows) * s.nblocks);
@@ -195,6 +236,11 @@ int main(int argc, char ** argv) {
         const Problem p = problem_of(s, dx, dg, dy, dours, sabotage ? 1 : 0);
         if (s.packed) {
             CHECK((launch<PlainHooks, 2, true, 0, true>(p, 1, 1, sm_count, nullptr, s.split)));
+#ifdef FUSEKIT_STOCK_ORDERED_STREAM
+        } else if (s.depth > 0) {
+            launch_stream(p, s.depth, s.ctas, sm_count);
+            CHECK(cudaGetLastError());
+#endif
         } else {
             CHECK((launch<PlainHooks, 2, true, 0>(p, 1, 1, sm_count, nullptr, s.split)));
         }
@@ -217,8 +263,15 @@ int main(int argc, char ** argv) {
             r64[r] = reference64(s.w, x.data() + int64_t(r) * s.nblocks * bb, y.data(), s.nblocks, sc[r]);
         }
         char what[96];
-        std::snprintf(what, sizeof what, "%s K=%d split %d%s%s", s.w == Weights::q4_0 ? "q4_0" : "q8_0",
-                      s.nblocks * 32, s.split, s.gate ? " gate" : "", s.packed ? " packed path" : "");
+        std::snprintf(what, sizeof what, "%s K=%d rows %d split %d%s%s", s.w == Weights::q4_0 ? "q4_0" : "q8_0",
+                      s.nblocks * 32, s.nrows, s.split, s.gate ? " gate" : "", s.packed ? " packed path" : "");
+#ifdef FUSEKIT_STOCK_ORDERED_STREAM
+        if (s.depth > 0 || stream_fits(p, 1, 1)) {
+            char more[48];
+            std::snprintf(more, sizeof more, " stream depth %d grid %d", s.depth > 0 ? s.depth : kStreamDepth, s.ctas);
+            std::strncat(what, more, sizeof what - std::strlen(what) - 1);
+        }
+#endif
         compare(tally, what, ours, ref, r64, sc, s.gate);
         CHECK(cudaFree(dx));
         CHECK(cudaFree(dy));

@@ -224,6 +224,96 @@ float packed_row(const uint8_t * x, const uint8_t * y, int sabotage) {
 }
 #endif
 
+#ifdef FUSEKIT_STOCK_ORDERED_STREAM
+// The experiment fusion-5-stock-streamed: one warp's run of rows through its ring of DEPTH slots, with the
+// kernel's cursors (issue: row, tile, slot; consume: tile, row, slot). A copy lands only when a wait retires its group
+// (a queue of committed groups, the oldest retired first, as cp.async.wait_group does), and every slot starts and is
+// refilled over garbage, so a wrong wait count, a slot overwritten while read or a cursor that slips reads bytes no
+// copy put there. Per row: the slots of fusion-5-stock-ordered-tiles (by select, as the kernel adds them), then the
+// lane sums of mmvq_row_sum.
+struct PendingCopy {
+    int slot;
+    int row;
+    int tile;
+};
+
+template <int DEPTH, Weights W>
+std::vector<float> stream_run(const uint8_t * x, const uint8_t * y, int nblocks, int nrows_w, int sabotage,
+                              std::mt19937 & rng) {
+    using Order = MmvqOrder<W>;
+    constexpr int bb     = block_bytes_of(W);
+    const int     ntiles = tile_count(nblocks);
+    alignas(16) uint8_t ring[DEPTH][tile_smem_bytes_of(W)];
+    for (auto & slot : ring) {
+        for (auto & byte : slot) {
+            byte = uint8_t(rng());
+        }
+    }
+    std::vector<std::vector<PendingCopy>> groups;  // committed, not yet landed; oldest first
+    int issue_row = 0, issue_tile = 0, issue_slot = 0;
+    const auto issue = [&]() {
+        std::vector<PendingCopy> group;
+        if (issue_row < nrows_w) {
+            group.push_back({issue_slot, issue_row, issue_tile});
+            if (++issue_tile == ntiles) {
+                issue_tile = 0;
+                ++issue_row;
+            }
+        }
+        groups.push_back(group);
+        issue_slot = issue_slot + 1 == DEPTH ? 0 : issue_slot + 1;
+    };
+    const auto wait = [&](int pending) {
+        while (int(groups.size()) > pending) {
+            for (const PendingCopy & c : groups.front()) {
+                for (auto & byte : ring[c.slot]) {
+                    byte = uint8_t(rng());  // bytes past the tile are whatever the slot held
+                }
+                const uint8_t * src = x + (int64_t(c.row) * nblocks + c.tile * kTileBlocks) * bb;
+                std::memcpy(ring[c.slot], src, vecs_in_tile(nblocks, c.tile, bb) * 16);
+            }
+            groups.erase(groups.begin());
+        }
+    };
+    for (int s = 0; s < DEPTH - 1; ++s) {
+        issue();
+    }
+    std::vector<float> out;
+    float slots[kWarp][Order::slots] = {};
+    int   tile = 0, slot = 0;
+    for (int item = 0; item < nrows_w * ntiles; ++item) {
+        wait(DEPTH - 2);
+        issue();
+        const int nused = blocks_used(blocks_in_tile(nblocks, tile), sabotage);
+        for (int lane = 0; lane < nused; ++lane) {
+            const uint8_t * yb = y + (tile * kTileBlocks + lane) * kYBlockBytes;
+            for (int part = 0; part < Order::parts; ++part) {
+                const float d = staged_part_dot<W>(ring[slot], lane, part, yb);
+                for (int h = 0; h < Order::pass_tiles; ++h) {
+                    float & a = slots[lane][h * Order::parts + part];
+                    a         = tile % Order::pass_tiles == h ? a + d : a;
+                }
+            }
+        }
+        slot = slot + 1 == DEPTH ? 0 : slot + 1;
+        if (++tile == ntiles) {
+            float lanes[kWarp];
+            for (int l = 0; l < kWarp; ++l) {
+                lanes[l] = slots[Order::holder_lane(0, l)][Order::holder_slot(0, l)];
+                for (int w = 1; w < kMmvqWarps; ++w) {
+                    lanes[l] += slots[Order::holder_lane(w, l)][Order::holder_slot(w, l)];
+                }
+            }
+            out.push_back(butterfly(lanes));
+            std::memset(slots, 0, sizeof(slots));
+            tile = 0;
+        }
+    }
+    wait(0);
+    return out;
+}
+#endif
+
 template <Weights W>
 float kernel_row_split(int split, const uint8_t * x, const uint8_t * y, int nblocks, int sabotage, std::mt19937 & rng) {
     switch (split) {
@@ -304,6 +394,39 @@ int main(int argc, char ** argv) {
                 std::printf("%s K=%5d packed: ours %.9g mmvq %.9g ref %.9g %s\n", w == Weights::q4_0 ? "q4_0" : "q8_0",
                             nblocks * 32, ours, mmvq, ref, std::memcmp(&ours, &mmvq, 4) == 0 ? "same bits" : "DIFFERENT");
             }
+        }
+    }
+#endif
+#ifdef FUSEKIT_STOCK_ORDERED_STREAM
+    // the stream kernel: a warp's run of 7 rows through rings of 2, 3 and 4 slots (K from a partial tile to 5 tiles)
+    for (const Case & c : cases) {
+        const int nrows_w = 7;
+        const std::vector<uint8_t> x = random_blocks(rng, c.w, int64_t(nrows_w) * c.nblocks);
+        const std::vector<uint8_t> y = random_y(rng, c.nblocks);
+        for (int depth : {2, 3, 4}) {
+            const auto run = [&](auto tag) {
+                constexpr int D = decltype(tag)::value;
+                return c.w == Weights::q4_0 ? stream_run<D, Weights::q4_0>(x.data(), y.data(), c.nblocks, nrows_w, sabotage, rng)
+                                            : stream_run<D, Weights::q8_0>(x.data(), y.data(), c.nblocks, nrows_w, sabotage, rng);
+            };
+            const std::vector<float> ours = depth == 2 ? run(std::integral_constant<int, 2>{})
+                                          : depth == 3 ? run(std::integral_constant<int, 3>{})
+                                                       : run(std::integral_constant<int, 4>{});
+            int same_rows = 0;
+            for (int r = 0; r < nrows_w; ++r) {
+                const uint8_t * xr   = x.data() + int64_t(r) * c.nblocks * block_bytes_of(c.w);
+                const float     mmvq = mmvq_row(c.w, xr, y.data(), c.nblocks);
+                double          scale;
+                const double    ref  = reference64(c.w, xr, y.data(), c.nblocks, scale);
+                const float     o    = r < int(ours.size()) ? ours[r] : NAN;
+                const bool      same = std::memcmp(&o, &mmvq, 4) == 0;
+                ++checks;
+                equal += same;
+                same_rows += same;
+                near += std::fabs(double(o) - ref) <= 1e-5 * scale;
+            }
+            std::printf("%s K=%5d stream depth %d, %d rows: %d bit for bit MMVQ's\n", c.w == Weights::q4_0 ? "q4_0" : "q8_0",
+                        c.nblocks * 32, depth, nrows_w, same_rows);
         }
     }
 #endif

@@ -41,6 +41,25 @@ __global__ void __launch_bounds__(kWarp * kWarpsPerCta, kMinCtas<GATE, W>) order
 
 using Kernel = void (*)(Problem);
 
+// The floor: a plain 16-byte streaming read of the table's bytes (grid-stride, the loads kept alive), launched like
+// the others, so its time per launch includes what a launch costs.
+__global__ void stream_read_kernel(const Problem p) {
+    const size_t  n   = size_t(p.nrows) * p.nblocks * block_bytes_of(p.weights) / 16;
+    const uint4 * src = reinterpret_cast<const uint4 *>(p.x);
+    const size_t  tid = (size_t(blockIdx.x) * blockDim.y + threadIdx.y) * blockDim.x + threadIdx.x;
+    uint4 acc = make_uint4(0, 0, 0, 0);
+    for (size_t i = tid; i < n; i += size_t(gridDim.x) * blockDim.x * blockDim.y) {
+        const uint4 v = __ldcs(src + i);
+        acc.x ^= v.x;
+        acc.y ^= v.y;
+        acc.z ^= v.z;
+        acc.w ^= v.w;
+    }
+    if ((acc.x ^ acc.y ^ acc.z ^ acc.w) == 0x9e3779b9u) {
+        p.dst[0] = float(acc.x);
+    }
+}
+
 template <bool GATE, Weights W>
 Kernel tile_of(int split) {
     return split == 1 ? tile_kernel<1, GATE, W> : split == 2 ? tile_kernel<2, GATE, W> : tile_kernel<4, GATE, W>;
@@ -94,10 +113,17 @@ int main(int argc, char ** argv) {
         {"experts gate/up q4_0 4096x2048", Weights::q4_0, 4096, 64, true},
         {"experts down q4_0 16384x512", Weights::q4_0, 16384, 16, false},
         {"output 248320x2048", Weights::q8_0, 248320, 64, false},
+#ifdef FUSEKIT_STOCK_ORDERED_STREAM
+        // issue #11's tables of 50 MB and more (Llama-3-8B's MLP and output head, a 28672-row MLP)
+        {"llama mlp down 4096x14336", Weights::q8_0, 4096, 448, false},
+        {"llama gate/up 14336x4096", Weights::q8_0, 14336, 128, false},
+        {"mlp 28672x4096", Weights::q8_0, 28672, 128, false},
+        {"llama output 128256x4096", Weights::q8_0, 128256, 128, false},
+#endif
     };
     std::mt19937 rng(7);
     std::string json;
-    std::printf("%-32s %-22s %10s %10s %8s\n", "shape", "kernel", "us/launch", "spread", "vs tile");
+    std::printf("%-32s %-22s %10s %10s %8s %6s\n", "shape", "kernel", "us/launch", "spread", "vs tile", "TB/s");
     for (const Shape & s : shapes) {
         const size_t bytes  = size_t(s.nrows) * s.nblocks * block_bytes_of(s.w);
         const int    copies = int(std::max<size_t>(1, (4 * l2 + bytes - 1) / bytes));
@@ -159,6 +185,22 @@ int main(int argc, char ** argv) {
                                   dim3((s.nrows + kWarpsPerCta * parts - 1) / (kWarpsPerCta * parts))});
         }
 #endif
+#ifdef FUSEKIT_STOCK_ORDERED_STREAM
+        // fusion-5-stock-streamed: the persistent stream kernel at three ring depths, where a warp sums a
+        // row alone (plan takes it from kStreamMinRows rows; timed here on every such shape), and the floor
+        if (!s.gate && split_new == 1) {
+            const auto add_stream = [&](auto tag) {
+                constexpr int D = decltype(tag)::value;
+                const Launch l = s.w == Weights::q4_0 ? plan_stream<PlainHooks, Weights::q4_0, D>(p, sm_count)
+                                                      : plan_stream<PlainHooks, Weights::q8_0, D>(p, sm_count);
+                contenders.push_back({"mmvq order stream d" + std::to_string(D), l.kernel, l.grid});
+            };
+            add_stream(std::integral_constant<int, 3>{});
+            add_stream(std::integral_constant<int, 4>{});
+            add_stream(std::integral_constant<int, 5>{});
+        }
+        contenders.push_back({"floor (16-byte read)", stream_read_kernel, dim3(sm_count * 8)});
+#endif
 
         cudaEvent_t start, stop;
         CHECK(cudaEventCreate(&start));
@@ -191,9 +233,11 @@ int main(int argc, char ** argv) {
             if (c == 0) {
                 median_old = median;
             }
-            std::printf("%-32s %-22s %10.2f %9.1f%% %8.3f\n", s.name, contenders[c].name.c_str(), median,
-                        100.0f * spread, median / median_old);
-            json += std::string(json.empty() ? "" : ",") + "{\"shape\": \"" + s.name + "\", \"kernel\": \"" +
+            std::printf("%-32s %-22s %10.2f %9.1f%% %8.3f %6.2f\n", s.name, contenders[c].name.c_str(), median,
+                        100.0f * spread, median / median_old,
+                        double(bytes) / (1e6 * median));
+            json += std::string(json.empty() ? "" : ",") + "{\"shape\": \"" + s.name + "\", \"bytes\": " +
+                    std::to_string(bytes) + ", \"kernel\": \"" +
                     contenders[c].name + "\", \"median_us\": " + std::to_string(median) + ", \"min_us\": " +
                     std::to_string(t.front()) + ", \"max_us\": " + std::to_string(t.back()) + ", \"launches\": " +
                     std::to_string(launches) + ", \"copies\": " + std::to_string(copies) + ", \"rounds\": " +
