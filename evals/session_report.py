@@ -116,7 +116,8 @@ def _pin_line(folder: Path) -> str:
 
 
 def clock_samples(text: str) -> tuple[list[list[float]], list[str]]:
-    """nvidia-smi lines (timestamp, SM MHz, memory MHz, °C, W) and the label lines between them.
+    """nvidia-smi lines (timestamp, SM MHz, memory MHz, °C, W; or timestamp, GPU name and the same four, as
+    scripts/stock_order_gpu_check.sh queries them) and the label lines between them.
 
     Lines that are neither (errors, ``[N/A]`` values, blank lines) are ignored.
     """
@@ -127,8 +128,8 @@ def clock_samples(text: str) -> tuple[list[list[float]], list[str]]:
         if not line:
             continue
         fields = [f.strip() for f in line.split(",")]
-        if TIMESTAMP.match(line) and len(fields) == 5:
-            values = [NUMBER.search(f) for f in fields[1:]]
+        if TIMESTAMP.match(line) and len(fields) in (5, 6):
+            values = [NUMBER.search(f) for f in fields[-4:]]
             if all(values):
                 samples.append([float(v.group()) for v in values if v])
         elif "," not in line:
@@ -323,6 +324,9 @@ def standalone_counts(data: dict[str, Any]) -> tuple[int, int]:
     """(passed, failed) checks of one standalone program's JSON, whichever way it counts them."""
     if "checks" in data and "failures" in data:
         return data["checks"] - data["failures"], data["failures"]
+    if "cases" in data and all("equal" in case for case in data["cases"]):  # stock order: bits and float64 per case
+        passed = sum(1 for case in data["cases"] if case["equal"] == case["rows"] == case["near"])
+        return passed, len(data["cases"]) - passed
     if "shapes_failing_a" in data:  # norm-quantize: check A and checks B-E per shape
         total = 2 * len(data.get("shapes", []))
         failed = data["shapes_failing_a"] + data.get("shapes_failing_bcde", 0)
@@ -352,9 +356,10 @@ def _standalone_row(path: Path) -> list[Any]:
 
 
 def _standalone(folder: Path) -> list[str]:
-    """The standalone kernel programs (each ``*-standalone*.json``)."""
+    """The standalone kernel programs (each ``*-standalone*.json``; ``*-gpu-check*.json``: the stock-order check)."""
     out = ["### Standalone kernel programs", ""]
-    paths = sorted(folder.glob("*-standalone*.json"), key=lambda p: (p.stem.replace("-sabotage", ""), len(p.stem)))
+    found = [*folder.glob("*-standalone*.json"), *folder.glob("*-gpu-check*.json")]
+    paths = sorted(found, key=lambda p: (p.stem.replace("-sabotage", ""), len(p.stem)))
     if not paths:
         return [*out, "_No `*-standalone*.json` in this folder: section skipped._"]
     rows = [_standalone_row(p) for p in paths]

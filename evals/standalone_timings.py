@@ -1,5 +1,5 @@
-"""Timing tables from the standalone kernel programs' JSON (q8-gemv, moe-router, chunked-gdn, glu-handoff, and fla's
-chunked gated delta rule as fusion-4's reference), for the session report.
+"""Timing tables from the standalone kernel programs' JSON (q8-gemv, moe-router, chunked-gdn, glu-handoff, fusion-5's
+MMVQ-order kernels, and fla's chunked gated delta rule as fusion-4's reference), for the session report.
 Pure data to table: the report reads the files (evals/session_report.py).
 
 The programs time every experiment of a kernel on the same data in one process; these tables set the
@@ -300,6 +300,49 @@ def glu_handoff_table(source: str, data: dict[str, Any]) -> TimingTable | None:
     return TimingTable(source, caption, headers, rows)
 
 
+FLOOR_KERNEL = "floor (16-byte read)"  # the stock-order timing's plain read of the same bytes
+
+
+def stock_order_timing_table(source: str, data: dict[str, Any]) -> TimingTable | None:
+    """fusion-5's MMVQ-order kernels against the stack's (tests/cpp/q8_stock_order_timing.cu): per shape every kernel
+    timed in the same rounds, its median and range, its ratio to the shape's first kernel (the stack's), and, where
+    the program recorded the table's bytes, its TB/s and the floor's time as a share of its own."""
+    results = data.get("results", [])
+    if not results:
+        return None
+    shapes: dict[str, list[dict[str, Any]]] = {}
+    for entry in results:
+        shapes.setdefault(entry["shape"], []).append(entry)
+    rows = []
+    for shape, entries in shapes.items():
+        first = entries[0]["median_us"]
+        floor = next((e["median_us"] for e in entries if e["kernel"] == FLOOR_KERNEL), None)
+        for entry in entries:
+            us = entry["median_us"]
+            nbytes = entry.get("bytes")
+            rows.append(
+                [
+                    shape,
+                    f"{nbytes / 1e6:.1f}" if nbytes else "",
+                    entry["kernel"],
+                    f"{us:.2f}",
+                    f"{entry['min_us']:.2f}-{entry['max_us']:.2f}",
+                    f"{us / first:.3f}",
+                    f"{nbytes / (us * 1e6):.2f}" if nbytes else "",
+                    f"{100 * floor / us:.0f}%" if floor and entry["kernel"] != FLOOR_KERNEL else "",
+                ]
+            )
+    rounds = results[0].get("rounds", "?")
+    caption = (
+        f"µs per launch of each kernel on {data.get('device', '?')} ({data.get('sm_count', '?')} SMs), the median of "
+        f"{rounds} interleaved rounds of back-to-back launches over weight copies past 4× the L2, with the range over "
+        "rounds; ratio: to the shape's first kernel (the stack's); TB/s: the table's bytes over the median; floor: a "
+        "plain 16-byte read of the same bytes, timed the same way, as a share of each kernel's time"
+    )
+    headers = ["shape", "MB", "kernel", "median µs", "range µs", "ratio", "TB/s", "floor / kernel"]
+    return TimingTable(source, caption, headers, rows)
+
+
 # Which program's JSON (its file name in a session folder) makes which table; sabotage runs are not timings.
 TABLE_MAKERS: dict[str, Callable[[str, dict[str, Any]], TimingTable | None]] = {
     "q8-gemv-standalone.json": q8_gemv_table,
@@ -307,4 +350,5 @@ TABLE_MAKERS: dict[str, Callable[[str, dict[str, Any]], TimingTable | None]] = {
     "chunked-gdn-standalone.json": chunked_gdn_table,
     "fla-gdn-reference.json": fla_gdn_table,
     "glu-handoff-standalone.json": glu_handoff_table,
+    "stock-order-timing.json": stock_order_timing_table,
 }

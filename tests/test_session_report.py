@@ -61,6 +61,8 @@ def test_parsers_are_tolerant() -> None:
     assert checks[0]["outcome"] == "OK" and checks[0]["tests"] == "2/2 tests passed" and notes == ["note"]
     samples, labels = clock_samples("2026/11/30 16:00:24.672, 345 MHz, 3201 MHz, 38, 82.01 W\nstart\n\nx, [N/A]\n")
     assert samples == [[345.0, 3201.0, 38.0, 82.01]] and labels == ["start"]
+    named = "2026/12/03 10:59:31.115, NVIDIA H200, 1980 MHz, 3201 MHz, 41, 125.37 W\n"  # with the GPU's name
+    assert clock_samples(named) == ([[1980.0, 3201.0, 41.0, 125.37]], [])
 
 
 def test_missing_files_skip_their_section(tmp_path: Path) -> None:

@@ -14,10 +14,12 @@ from evals.standalone_timings import (
     glu_handoff_table,
     moe_router_table,
     q8_gemv_table,
+    stock_order_timing_table,
 )
 from fusekit.errors import FusekitError
 
 SESSION8 = Path(__file__).resolve().parent.parent / "results" / "h200-2026-12-01-session8-standalone"
+SESSION23C = SESSION8.parent / "h200-2026-12-03-session23c-stock-order-check"  # fusion-5-stock-order without ggml
 
 
 def _load(name: str) -> dict:
@@ -351,3 +353,55 @@ def test_chunked_gdn_table_adds_step_3h_chain_and_step_3i_rows_by_their_own_keys
     ]
     assert table.rows[0][-5:] == ["41.60", "38.50", "50.70", "51.25", "110.50"]
     assert "step 3h: " in table.caption and "step 3i: " in table.caption
+
+
+def test_stock_order_timing_table_gives_each_kernel_its_ratio_to_the_stacks() -> None:
+    """Session 23c's timing as the H200 wrote it (no bytes recorded yet): every kernel of a shape against its first."""
+    data = json.loads((SESSION23C / "timing" / "stock-order-timing.json").read_text())
+    table = stock_order_timing_table("stock-order-timing.json", data)
+    assert table is not None and len(table.rows) == 18
+    rows = [dict(zip(table.headers, row, strict=True)) for row in table.rows]
+    head = [row for row in rows if row["shape"] == "output 248320x2048"]
+    assert [(row["kernel"], row["median µs"], row["ratio"]) for row in head] == [
+        ("tile (stack) split 1", "150.16", "1.000"),
+        ("mmvq order split 1", "210.93", "1.405"),
+    ]
+    assert all(row["TB/s"] == "" and row["floor / kernel"] == "" for row in rows)
+    assert "9 interleaved rounds" in table.caption and "132 SMs" in table.caption
+
+
+def test_stock_order_timing_table_sets_bandwidth_and_floor_where_the_bytes_are_known() -> None:
+    entry = {"shape": "output", "bytes": 540_262_400, "min_us": 1.0, "max_us": 999.0, "rounds": 9}
+    data = {
+        "device": "GPU",
+        "results": [
+            {**entry, "kernel": "tile (stack) split 1", "median_us": 150.0},
+            {**entry, "kernel": "mmvq order stream d4", "median_us": 135.0},
+            {**entry, "kernel": "floor (16-byte read)", "median_us": 125.0},
+        ],
+    }
+    table = stock_order_timing_table("stock-order-timing.json", data)
+    assert table is not None
+    tile, stream, floor = (dict(zip(table.headers, row, strict=True)) for row in table.rows)
+    assert (stream["ratio"], stream["TB/s"], stream["floor / kernel"]) == ("0.900", "4.00", "93%")
+    assert (tile["MB"], tile["TB/s"], tile["floor / kernel"]) == ("540.3", "3.60", "83%")
+    assert floor["floor / kernel"] == "" and floor["ratio"] == "0.833"
+    assert stock_order_timing_table("stock-order-timing.json", {"results": []}) is None
+
+
+def test_the_report_counts_the_stock_order_gpu_checks_and_their_sabotage(tmp_path: Path) -> None:
+    """A case passes only with every row bit for bit the reference's and within 1e-5 of float64; under sabotage
+    a case that stays equal is a check that did not fail."""
+    report = render_session(SESSION23C)
+    assert "| `stock-order-gpu-check` | NVIDIA H200 | sabotage false | 53 | 0 | all passed |" in report
+    assert "| `stock-order-gpu-check-sabotage` | NVIDIA H200 | sabotage true | 0 | 53 | every check failed" in report
+    data = json.loads((SESSION23C / "stock-order-gpu-check.json").read_text())
+    data["cases"][0]["equal"] -= 1  # one row off the reference's bits
+    data["cases"][1]["near"] -= 1  # one row off float64
+    (tmp_path / "stock-order-gpu-check.json").write_text(json.dumps(data))
+    sabotaged = json.loads((SESSION23C / "stock-order-gpu-check-sabotage.json").read_text())
+    sabotaged["cases"][0].update(equal=sabotaged["cases"][0]["rows"], near=sabotaged["cases"][0]["rows"])
+    (tmp_path / "stock-order-gpu-check-sabotage.json").write_text(json.dumps(sabotaged))
+    report = render_session(tmp_path)
+    assert "| 51 | 2 | **2 failed** |" in report
+    assert "**1 checks passed under sabotage**" in report
