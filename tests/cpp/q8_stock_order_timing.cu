@@ -114,7 +114,10 @@ int main(int argc, char ** argv) {
         {"experts down q4_0 16384x512", Weights::q4_0, 16384, 16, false},
         {"output 248320x2048", Weights::q8_0, 248320, 64, false},
 #ifdef FUSEKIT_STOCK_ORDERED_STREAM
-        // issue #11's tables of 50 MB and more (Llama-3-8B's MLP and output head, a 28672-row MLP)
+        // issue #11's tables of 50 MB and more (Llama-3-8B's MLP and output head, a 28672-row MLP), and two where
+        // fusion-5 was slower than stock MMVQ in session 6's race (Llama-3-8B attention q/o and fused qkv)
+        {"llama attn q/o 4096x4096", Weights::q8_0, 4096, 128, false},
+        {"llama qkv 6144x4096", Weights::q8_0, 6144, 128, false},
         {"llama mlp down 4096x14336", Weights::q8_0, 4096, 448, false},
         {"llama gate/up 14336x4096", Weights::q8_0, 14336, 128, false},
         {"mlp 28672x4096", Weights::q8_0, 28672, 128, false},
@@ -186,9 +189,9 @@ int main(int argc, char ** argv) {
         }
 #endif
 #ifdef FUSEKIT_STOCK_ORDERED_STREAM
-        // fusion-5-stock-streamed: the persistent stream kernel at three ring depths, where a warp sums a
-        // row alone (plan takes it from kStreamMinRows rows; timed here on every such shape), and the floor
-        if (!s.gate && split_new == 1) {
+        // fusion-5-stock-streamed: the persistent stream kernel at three ring depths on every plain shape (plan
+        // takes it from kStreamMinRows rows; the smaller tables say where that threshold should be), and the floor
+        if (!s.gate) {
             const auto add_stream = [&](auto tag) {
                 constexpr int D = decltype(tag)::value;
                 const Launch l = s.w == Weights::q4_0 ? plan_stream<PlainHooks, Weights::q4_0, D>(p, sm_count)
