@@ -8,8 +8,8 @@
 #
 #   bash scripts/stock_order_gpu_check.sh OUT [ARCH]      (ARCH: 90 by default)
 #   PATCHES="fusion-5-group fusion-5-grouped-f32 fusion-5-stock-order" bash scripts/stock_order_gpu_check.sh OUT
-#                                                         (without fusion-5-stock-ordered-tiles and its stream kernel,
-#                                                          as session 23 ran it)
+#                                                         (without fusion-5-stock-ordered-tiles and the experiments on
+#                                                          top of it, as session 23 ran it)
 set -euo pipefail
 OUT=${1:?output folder}; ARCH=${2:-90}
 REPO=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
@@ -17,10 +17,10 @@ WORK=$(mktemp -d)
 mkdir -p "$OUT" "$WORK/ggml/src/ggml-cuda"
 cp "$REPO/kernels/fusekit-q8-gemv.cuh" "$WORK/ggml/src/ggml-cuda/"
 # PATCHES: the experiments that change the header, in the stack's order (the last ones may be left off)
-for patch in ${PATCHES:-fusion-5-group fusion-5-grouped-f32 fusion-5-stock-order fusion-5-stock-ordered-tiles fusion-5-stock-streamed}; do
+for patch in ${PATCHES:-fusion-5-group fusion-5-grouped-f32 fusion-5-stock-order fusion-5-stock-ordered-tiles fusion-5-stock-streamed fusion-5-stock-whole-blocks}; do
   (cd "$WORK" && git apply --include=ggml/src/ggml-cuda/fusekit-q8-gemv.cuh "$REPO/patches/experiments/$patch.patch")
 done
-echo "header sha256 $(sha256sum "$WORK/ggml/src/ggml-cuda/fusekit-q8-gemv.cuh" | cut -d' ' -f1) (${PATCHES:-all five})" \
+echo "header sha256 $(sha256sum "$WORK/ggml/src/ggml-cuda/fusekit-q8-gemv.cuh" | cut -d' ' -f1) (${PATCHES:-all six})" \
   > "$OUT/check.log"
 smi() { nvidia-smi --query-gpu=timestamp,name,clocks.sm,clocks.mem,temperature.gpu,power.draw --format=csv,noheader >> "$OUT/clocks.csv" 2>&1 || true; }
 smi

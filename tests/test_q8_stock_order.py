@@ -1,10 +1,11 @@
-"""The summation order of the experiments fusion-5-stock-order, fusion-5-stock-ordered-tiles and its stream kernel on
-the CPU: tests/cpp/q8_stock_order_test.cu, compiled against fusekit-q8-gemv.cuh as the three leave it on
-stack-1-5-grouped-f32, runs the header's segments, part reads and part dot products in the kernels' data flows (a warp
-standing in for some of MMVQ's warps at splits 1, 2, 4; one warp per row by tile; a warp's run of rows through a ring
-of cp.async slots whose copies land only at a wait) against a separate emulation of mul_mat_vec_q's 128 threads at
-one token, and wants every row bit for bit MMVQ's; --sabotage (the header's blocks_used switch, which
-leaves a block out) must make every row differ. Needs nvcc (the header is CUDA); no GPU."""
+"""The summation order of the experiments fusion-5-stock-order, fusion-5-stock-ordered-tiles, fusion-5-stock-streamed
+and fusion-5-stock-whole-blocks on the CPU: tests/cpp/q8_stock_order_test.cu, compiled against fusekit-q8-gemv.cuh as
+the four leave it on stack-1-5-grouped-f32, runs the header's segments, part reads and part dot products in the
+kernels' data flows (a warp standing in for some of MMVQ's warps at splits 1, 2, 4, a lane taking one part per
+stood-in warp or whole blocks; one warp per row by tile; a warp's run of rows through a ring of cp.async slots whose
+copies land only at a wait) against a separate emulation of mul_mat_vec_q's 128 threads at one token, and wants every
+row bit for bit MMVQ's; --sabotage (the header's blocks_used switch, which leaves a block out) must make every row
+differ. Needs nvcc (the header is CUDA); no GPU."""
 
 from __future__ import annotations
 
@@ -23,6 +24,7 @@ REPO = Path(__file__).resolve().parent.parent
 PATCH = REPO / "patches" / "experiments" / "fusion-5-stock-order.patch"
 TILES = REPO / "patches" / "experiments" / "fusion-5-stock-ordered-tiles.patch"  # its split-1 flow on top
 STREAM = REPO / "patches" / "experiments" / "fusion-5-stock-streamed.patch"  # large tables on top
+WHOLE = REPO / "patches" / "experiments" / "fusion-5-stock-whole-blocks.patch"  # splits 2 and 4 on top
 PROGRAM = REPO / "tests" / "cpp" / "q8_stock_order_test.cu"
 KERNELS = REPO / "kernels"  # standalone.cuh
 # the same experiment on a GPU without ggml (scripts/stock_order_gpu_check.sh runs it on the H200)
@@ -46,7 +48,7 @@ def order_program(pinned_home: Path, tmp_path_factory: pytest.TempPathFactory) -
     work = tmp_path_factory.mktemp("stock-order")
     fusekit(pinned_home, "reset")
     try:
-        fusekit(pinned_home, "apply", "stack-1-5-grouped-f32", str(PATCH), str(TILES), str(STREAM))
+        fusekit(pinned_home, "apply", "stack-1-5-grouped-f32", str(PATCH), str(TILES), str(STREAM), str(WHOLE))
         tree = Path(json.loads(fusekit(pinned_home, "status", "--json"))["tree"])
         shutil.copy(tree / HEADER, work / Path(HEADER).name)
     finally:
@@ -65,8 +67,9 @@ def order_program(pinned_home: Path, tmp_path_factory: pytest.TempPathFactory) -
 def test_every_row_is_mmvqs_bit_for_bit(order_program: Path) -> None:
     ran = subprocess.run([str(order_program)], capture_output=True, text=True, timeout=300)
     assert ran.returncode == 0, ran.stdout[-3000:] + ran.stderr[-1000:]
-    assert "806 checks: 806 bit for bit MMVQ's, 806 within 1e-5 of the float64 reference" in ran.stdout
-    assert ran.stdout.count("split 0 (0: by tile)") == 14  # fusion-5-stock-ordered-tiles' flow ran
+    assert "1030 checks: 1030 bit for bit MMVQ's, 1030 within 1e-5 of the float64 reference" in ran.stdout
+    assert ran.stdout.count("split 0 (0: by tile") == 14  # fusion-5-stock-ordered-tiles' flow ran
+    assert ran.stdout.count("split -2 (0: by tile") == ran.stdout.count("split -4 (0: by tile") == 14  # whole blocks
     assert ran.stdout.count(", 7 rows: 7 bit for bit MMVQ's") == 42  # the stream kernel's ring, 14 shapes x 3 depths
     assert "order checks passed" in ran.stdout
 
@@ -74,4 +77,4 @@ def test_every_row_is_mmvqs_bit_for_bit(order_program: Path) -> None:
 def test_the_sabotage_switch_makes_every_row_differ(order_program: Path) -> None:
     ran = subprocess.run([str(order_program), "--sabotage"], capture_output=True, text=True, timeout=300)
     assert ran.returncode == 0, ran.stdout[-3000:]
-    assert "sabotage: 0 of 806 equal (all must be different)" in ran.stdout
+    assert "sabotage: 0 of 1030 equal (all must be different)" in ran.stdout

@@ -314,11 +314,60 @@ std::vector<float> stream_run(const uint8_t * x, const uint8_t * y, int nblocks,
 }
 #endif
 
+#ifdef FUSEKIT_STOCK_WHOLE_BLOCKS
+// The experiment fusion-5-stock-whole-blocks at splits 2 and 4: each slice's segments as kernel_row stages them, but
+// lane b of a segment adds all the parts of block b into its slots (one per part), and MMVQ warp slice * owned + j's
+// lane l is read from lane j * warp_blocks + l / parts, slot l % parts, before the four warps are added in order.
+template <int SPLIT, Weights W>
+float whole_blocks_row(const uint8_t * x, const uint8_t * y, int nblocks, int sabotage, std::mt19937 & rng) {
+    using Order = MmvqOrder<W>;
+    constexpr int owned          = kMmvqWarps / SPLIT;
+    constexpr int segment_blocks = owned * Order::warp_blocks;
+    constexpr int bb             = block_bytes_of(W);
+    const int     npasses        = (nblocks + Order::pass_blocks - 1) / Order::pass_blocks;
+    alignas(16) uint8_t stage[segment_blocks * bb + 16];
+    float sums[kMmvqWarps][kWarp];
+    for (int slice = 0; slice < SPLIT; ++slice) {
+        float slots[kWarp][Order::parts] = {};
+        for (int pass = 0; pass < npasses; ++pass) {
+            const int first  = Order::segment_first(pass, slice, segment_blocks);
+            const int nvalid = Order::segment_valid(first, segment_blocks, nblocks);
+            for (auto & byte : stage) {
+                byte = uint8_t(rng());
+            }
+            std::memcpy(stage, x + first * bb, (nvalid * bb / 16) * 16);
+            for (int lane = 0; lane < blocks_used(nvalid, sabotage); ++lane) {
+                for (int q = 0; q < Order::parts; ++q) {
+                    slots[lane][q] += staged_part_dot<W>(stage, lane, q, y + (first + lane) * kYBlockBytes);
+                }
+            }
+        }
+        for (int j = 0; j < owned; ++j) {
+            for (int l = 0; l < kWarp; ++l) {
+                sums[slice * owned + j][l] = slots[j * Order::warp_blocks + l / Order::parts][l % Order::parts];
+            }
+        }
+    }
+    float lanes[kWarp];
+    for (int l = 0; l < kWarp; ++l) {
+        lanes[l] = sums[0][l];
+        for (int w = 1; w < kMmvqWarps; ++w) {
+            lanes[l] += sums[w][l];
+        }
+    }
+    return butterfly(lanes);
+}
+#endif
+
 template <Weights W>
 float kernel_row_split(int split, const uint8_t * x, const uint8_t * y, int nblocks, int sabotage, std::mt19937 & rng) {
     switch (split) {
         case 1:  return kernel_row<1, W>(x, y, nblocks, sabotage, rng);
         case 2:  return kernel_row<2, W>(x, y, nblocks, sabotage, rng);
+#ifdef FUSEKIT_STOCK_WHOLE_BLOCKS  // fusion-5-stock-whole-blocks: splits "-2" and "-4", lanes taking whole blocks
+        case -2: return whole_blocks_row<2, W>(x, y, nblocks, sabotage, rng);
+        case -4: return whole_blocks_row<4, W>(x, y, nblocks, sabotage, rng);
+#endif
         default: return kernel_row<4, W>(x, y, nblocks, sabotage, rng);
     }
 }
@@ -342,7 +391,9 @@ int main(int argc, char ** argv) {
             const float mmvq = mmvq_row(c.w, x.data(), y.data(), c.nblocks);
             double      scale;
             const double ref = reference64(c.w, x.data(), y.data(), c.nblocks, scale);
-#ifdef FUSEKIT_STOCK_ORDERED_TILES
+#if defined(FUSEKIT_STOCK_WHOLE_BLOCKS)
+            for (int split : {0, 1, 2, 4, -2, -4}) {  // -2, -4: lanes taking whole blocks (fusion-5-stock-whole-blocks)
+#elif defined(FUSEKIT_STOCK_ORDERED_TILES)
             for (int split : {0, 1, 2, 4}) {  // 0: one warp per row by tile (fusion-5-stock-ordered-tiles)
 #else
             for (int split : {1, 2, 4}) {
@@ -368,7 +419,7 @@ int main(int argc, char ** argv) {
                 equal += same;
                 near += close;
                 if (row == 0) {
-                    std::printf("%s K=%5d split %d (0: by tile): ours %.9g mmvq %.9g ref %.9g %s\n",
+                    std::printf("%s K=%5d split %d (0: by tile, -N: whole blocks): ours %.9g mmvq %.9g ref %.9g %s\n",
                                 c.w == Weights::q4_0 ? "q4_0" : "q8_0", c.nblocks * 32, split, ours, mmvq, ref,
                                 same ? "same bits" : "DIFFERENT");
                 }

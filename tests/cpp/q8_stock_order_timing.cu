@@ -39,6 +39,15 @@ __global__ void __launch_bounds__(kWarp * kWarpsPerCta, kMinCtas<GATE, W>) order
     q8_gemv_rows<SPLIT, 2, GATE, PlainHooks, true, W>(p, blockIdx.x, 0, 0);
 }
 
+#ifdef FUSEKIT_STOCK_WHOLE_BLOCKS
+// fusion-5-stock-order's segment body as it was before fusion-5-stock-whole-blocks (a lane takes a part of each of its
+// stood-in warps' blocks), timed beside the whole-blocks body q8_gemv_rows now takes at splits 2 and 4
+template <int SPLIT, bool GATE, Weights W>
+__global__ void __launch_bounds__(kWarp * kWarpsPerCta, kMinCtas<GATE, W>) segments_kernel(const Problem p) {
+    q8_gemv_rows_mmvq_order<SPLIT, 2, GATE, PlainHooks, W, false>(p, blockIdx.x, 0, 0);
+}
+#endif
+
 using Kernel = void (*)(Problem);
 
 // The floor: a plain 16-byte streaming read of the table's bytes (grid-stride, the loads kept alive), launched like
@@ -178,6 +187,16 @@ int main(int argc, char ** argv) {
         Kernel k = s.w == Weights::q4_0 ? (s.gate ? order_of<true, Weights::q4_0>(split_new) : order_of<false, Weights::q4_0>(split_new))
                                         : (s.gate ? order_of<true, Weights::q8_0>(split_new) : order_of<false, Weights::q8_0>(split_new));
         contenders.push_back({"mmvq order split " + std::to_string(split_new), k, grid_of(split_new)});
+#ifdef FUSEKIT_STOCK_WHOLE_BLOCKS
+        if (split_new == 2 || split_new == 4) {
+            const bool q4 = s.w == Weights::q4_0;
+            Kernel seg = split_new == 2 ? (q4 ? (s.gate ? segments_kernel<2, true, Weights::q4_0> : segments_kernel<2, false, Weights::q4_0>)
+                                              : (s.gate ? segments_kernel<2, true, Weights::q8_0> : segments_kernel<2, false, Weights::q8_0>))
+                                        : (q4 ? (s.gate ? segments_kernel<4, true, Weights::q4_0> : segments_kernel<4, false, Weights::q4_0>)
+                                              : (s.gate ? segments_kernel<4, true, Weights::q8_0> : segments_kernel<4, false, Weights::q8_0>));
+            contenders.push_back({"mmvq segments split " + std::to_string(split_new), seg, grid_of(split_new)});
+        }
+#endif
 #ifdef FUSEKIT_STOCK_ORDERED_TILES
         if (!s.gate && s.nblocks == (s.w == Weights::q4_0 ? MmvqOrder<Weights::q4_0>::warp_blocks
                                                           : MmvqOrder<Weights::q8_0>::warp_blocks)) {
