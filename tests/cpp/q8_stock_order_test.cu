@@ -109,8 +109,10 @@ float mmvq_row(Weights w, const uint8_t * x, const uint8_t * y, int nblocks) {
     return butterfly(lanes);
 }
 
-// The experiment's data flow for one row with SPLIT warps, using the header's own pieces.
-template <int SPLIT, Weights W>
+// The experiment's data flow for one row with SPLIT warps, using the header's own pieces. WHOLE (the experiment
+// fusion-5-stock-whole-blocks, splits 2 and 4): lane b of a segment adds all the parts of block b into its slots (one
+// per part), and MMVQ warp slice * owned + j's lane l is read from lane j * warp_blocks + l / parts, slot l % parts.
+template <int SPLIT, Weights W, bool WHOLE = false>
 float kernel_row(const uint8_t * x, const uint8_t * y, int nblocks, int sabotage, std::mt19937 & rng) {
     using Order = MmvqOrder<W>;
     constexpr int owned          = kMmvqWarps / SPLIT;
@@ -121,6 +123,7 @@ float kernel_row(const uint8_t * x, const uint8_t * y, int nblocks, int sabotage
     float sums[kMmvqWarps][kWarp];
     for (int slice = 0; slice < SPLIT; ++slice) {
         float acc[owned][kWarp] = {};
+        float slots[kWarp][Order::parts] = {};
         for (int pass = 0; pass < npasses; ++pass) {
             const int first  = Order::segment_first(pass, slice, segment_blocks);
             const int nvalid = Order::segment_valid(first, segment_blocks, nblocks);
@@ -129,7 +132,12 @@ float kernel_row(const uint8_t * x, const uint8_t * y, int nblocks, int sabotage
             }
             std::memcpy(stage, x + first * bb, (nvalid * bb / 16) * 16);  // 16-byte pieces
             const int nused = blocks_used(nvalid, sabotage);
-            for (int lane = 0; lane < kWarp; ++lane) {
+            for (int lane = 0; WHOLE && lane < nused; ++lane) {
+                for (int q = 0; q < Order::parts; ++q) {
+                    slots[lane][q] += staged_part_dot<W>(stage, lane, q, y + (first + lane) * kYBlockBytes);
+                }
+            }
+            for (int lane = 0; !WHOLE && lane < kWarp; ++lane) {
                 const int part = lane % Order::parts;
                 for (int j = 0; j < owned; ++j) {
                     const int b = Order::block_of(j, lane);
@@ -141,7 +149,10 @@ float kernel_row(const uint8_t * x, const uint8_t * y, int nblocks, int sabotage
             }
         }
         for (int j = 0; j < owned; ++j) {
-            std::memcpy(sums[slice * owned + j], acc[j], sizeof(acc[j]));
+            for (int l = 0; l < kWarp; ++l) {
+                sums[slice * owned + j][l] = WHOLE ? slots[j * Order::warp_blocks + l / Order::parts][l % Order::parts]
+                                                   : acc[j][l];
+            }
         }
     }
     float lanes[kWarp];
@@ -314,59 +325,14 @@ std::vector<float> stream_run(const uint8_t * x, const uint8_t * y, int nblocks,
 }
 #endif
 
-#ifdef FUSEKIT_STOCK_WHOLE_BLOCKS
-// The experiment fusion-5-stock-whole-blocks at splits 2 and 4: each slice's segments as kernel_row stages them, but
-// lane b of a segment adds all the parts of block b into its slots (one per part), and MMVQ warp slice * owned + j's
-// lane l is read from lane j * warp_blocks + l / parts, slot l % parts, before the four warps are added in order.
-template <int SPLIT, Weights W>
-float whole_blocks_row(const uint8_t * x, const uint8_t * y, int nblocks, int sabotage, std::mt19937 & rng) {
-    using Order = MmvqOrder<W>;
-    constexpr int owned          = kMmvqWarps / SPLIT;
-    constexpr int segment_blocks = owned * Order::warp_blocks;
-    constexpr int bb             = block_bytes_of(W);
-    const int     npasses        = (nblocks + Order::pass_blocks - 1) / Order::pass_blocks;
-    alignas(16) uint8_t stage[segment_blocks * bb + 16];
-    float sums[kMmvqWarps][kWarp];
-    for (int slice = 0; slice < SPLIT; ++slice) {
-        float slots[kWarp][Order::parts] = {};
-        for (int pass = 0; pass < npasses; ++pass) {
-            const int first  = Order::segment_first(pass, slice, segment_blocks);
-            const int nvalid = Order::segment_valid(first, segment_blocks, nblocks);
-            for (auto & byte : stage) {
-                byte = uint8_t(rng());
-            }
-            std::memcpy(stage, x + first * bb, (nvalid * bb / 16) * 16);
-            for (int lane = 0; lane < blocks_used(nvalid, sabotage); ++lane) {
-                for (int q = 0; q < Order::parts; ++q) {
-                    slots[lane][q] += staged_part_dot<W>(stage, lane, q, y + (first + lane) * kYBlockBytes);
-                }
-            }
-        }
-        for (int j = 0; j < owned; ++j) {
-            for (int l = 0; l < kWarp; ++l) {
-                sums[slice * owned + j][l] = slots[j * Order::warp_blocks + l / Order::parts][l % Order::parts];
-            }
-        }
-    }
-    float lanes[kWarp];
-    for (int l = 0; l < kWarp; ++l) {
-        lanes[l] = sums[0][l];
-        for (int w = 1; w < kMmvqWarps; ++w) {
-            lanes[l] += sums[w][l];
-        }
-    }
-    return butterfly(lanes);
-}
-#endif
-
 template <Weights W>
 float kernel_row_split(int split, const uint8_t * x, const uint8_t * y, int nblocks, int sabotage, std::mt19937 & rng) {
     switch (split) {
         case 1:  return kernel_row<1, W>(x, y, nblocks, sabotage, rng);
         case 2:  return kernel_row<2, W>(x, y, nblocks, sabotage, rng);
 #ifdef FUSEKIT_STOCK_WHOLE_BLOCKS  // fusion-5-stock-whole-blocks: splits "-2" and "-4", lanes taking whole blocks
-        case -2: return whole_blocks_row<2, W>(x, y, nblocks, sabotage, rng);
-        case -4: return whole_blocks_row<4, W>(x, y, nblocks, sabotage, rng);
+        case -2: return kernel_row<2, W, true>(x, y, nblocks, sabotage, rng);
+        case -4: return kernel_row<4, W, true>(x, y, nblocks, sabotage, rng);
 #endif
         default: return kernel_row<4, W>(x, y, nblocks, sabotage, rng);
     }
