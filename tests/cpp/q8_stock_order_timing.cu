@@ -28,25 +28,23 @@ namespace {
 template <bool GATE, Weights W>
 constexpr int kMinCtas = W == Weights::q4_0 ? 0 : GATE ? 2 : 4;
 
-// The stack's tile body, as the row kernel ran it before the experiment (ggml's glue: UNROLL 2, Y_LATE).
-template <int SPLIT, bool GATE, Weights W>
-__global__ void __launch_bounds__(kWarp * kWarpsPerCta, kMinCtas<GATE, W>) tile_kernel(const Problem p) {
-    q8_gemv_rows_by_tile<SPLIT, 2, GATE, PlainHooks, true, W>(p, blockIdx.x, 0, 0);
-}
+// The bodies timed against each other: the stack's tile body, as the row kernel ran it before the experiment (ggml's
+// glue: UNROLL 2, Y_LATE); the MMVQ-order body q8_gemv_rows takes; and, with fusion-5-stock-whole-blocks, the segment
+// body as it was before that experiment (a lane takes a part of each of its stood-in warps' blocks).
+enum class Body { tile, order, segments };
 
-template <int SPLIT, bool GATE, Weights W>
-__global__ void __launch_bounds__(kWarp * kWarpsPerCta, kMinCtas<GATE, W>) order_kernel(const Problem p) {
-    q8_gemv_rows<SPLIT, 2, GATE, PlainHooks, true, W>(p, blockIdx.x, 0, 0);
-}
-
+template <Body B, int SPLIT, bool GATE, Weights W>
+__global__ void __launch_bounds__(kWarp * kWarpsPerCta, kMinCtas<GATE, W>) body_kernel(const Problem p) {
+    if constexpr (B == Body::tile) {
+        q8_gemv_rows_by_tile<SPLIT, 2, GATE, PlainHooks, true, W>(p, blockIdx.x, 0, 0);
+    } else if constexpr (B == Body::order) {
+        q8_gemv_rows<SPLIT, 2, GATE, PlainHooks, true, W>(p, blockIdx.x, 0, 0);
+    } else {
 #ifdef FUSEKIT_STOCK_WHOLE_BLOCKS
-// fusion-5-stock-order's segment body as it was before fusion-5-stock-whole-blocks (a lane takes a part of each of its
-// stood-in warps' blocks), timed beside the whole-blocks body q8_gemv_rows now takes at splits 2 and 4
-template <int SPLIT, bool GATE, Weights W>
-__global__ void __launch_bounds__(kWarp * kWarpsPerCta, kMinCtas<GATE, W>) segments_kernel(const Problem p) {
-    q8_gemv_rows_mmvq_order<SPLIT, 2, GATE, PlainHooks, W, false>(p, blockIdx.x, 0, 0);
-}
+        q8_gemv_rows_mmvq_order<SPLIT, 2, GATE, PlainHooks, W, false>(p, blockIdx.x, 0, 0);
 #endif
+    }
+}
 
 using Kernel = void (*)(Problem);
 
@@ -69,16 +67,6 @@ __global__ void stream_read_kernel(const Problem p) {
     }
 }
 
-template <bool GATE, Weights W>
-Kernel tile_of(int split) {
-    return split == 1 ? tile_kernel<1, GATE, W> : split == 2 ? tile_kernel<2, GATE, W> : tile_kernel<4, GATE, W>;
-}
-
-template <bool GATE, Weights W>
-Kernel order_of(int split) {
-    return split == 1 ? order_kernel<1, GATE, W> : split == 2 ? order_kernel<2, GATE, W> : order_kernel<4, GATE, W>;
-}
-
 struct Shape {
     const char * name;
     Weights      w;
@@ -86,6 +74,18 @@ struct Shape {
     int          nblocks;
     bool         gate;
 };
+
+template <Body B, bool GATE, Weights W>
+Kernel with_split(int split) {
+    return split == 1 ? body_kernel<B, 1, GATE, W> : split == 2 ? body_kernel<B, 2, GATE, W> : body_kernel<B, 4, GATE, W>;
+}
+
+// Body B's kernel for a shape's format and gate at `split` warps per row (1, 2 or 4).
+template <Body B>
+Kernel kernel_for(const Shape & s, int split) {
+    return s.w == Weights::q4_0 ? (s.gate ? with_split<B, true, Weights::q4_0>(split) : with_split<B, false, Weights::q4_0>(split))
+                                : (s.gate ? with_split<B, true, Weights::q8_0>(split) : with_split<B, false, Weights::q8_0>(split));
+}
 
 struct Contender {
     std::string name;
@@ -180,21 +180,15 @@ int main(int argc, char ** argv) {
             contenders.push_back({"packed (stack)", k, dim3((s.nrows + kWarpsPerCta * pack - 1) / (kWarpsPerCta * pack))});
         } else {
             const int split_old = split_new;  // the same for every shape here (none needs 8)
-            Kernel k = s.w == Weights::q4_0 ? (s.gate ? tile_of<true, Weights::q4_0>(split_old) : tile_of<false, Weights::q4_0>(split_old))
-                                            : (s.gate ? tile_of<true, Weights::q8_0>(split_old) : tile_of<false, Weights::q8_0>(split_old));
-            contenders.push_back({"tile (stack) split " + std::to_string(split_old), k, grid_of(split_old)});
+            contenders.push_back({"tile (stack) split " + std::to_string(split_old), kernel_for<Body::tile>(s, split_old),
+                                  grid_of(split_old)});
         }
-        Kernel k = s.w == Weights::q4_0 ? (s.gate ? order_of<true, Weights::q4_0>(split_new) : order_of<false, Weights::q4_0>(split_new))
-                                        : (s.gate ? order_of<true, Weights::q8_0>(split_new) : order_of<false, Weights::q8_0>(split_new));
-        contenders.push_back({"mmvq order split " + std::to_string(split_new), k, grid_of(split_new)});
+        contenders.push_back({"mmvq order split " + std::to_string(split_new), kernel_for<Body::order>(s, split_new),
+                              grid_of(split_new)});
 #ifdef FUSEKIT_STOCK_WHOLE_BLOCKS
         if (split_new == 2 || split_new == 4) {
-            const bool q4 = s.w == Weights::q4_0;
-            Kernel seg = split_new == 2 ? (q4 ? (s.gate ? segments_kernel<2, true, Weights::q4_0> : segments_kernel<2, false, Weights::q4_0>)
-                                              : (s.gate ? segments_kernel<2, true, Weights::q8_0> : segments_kernel<2, false, Weights::q8_0>))
-                                        : (q4 ? (s.gate ? segments_kernel<4, true, Weights::q4_0> : segments_kernel<4, false, Weights::q4_0>)
-                                              : (s.gate ? segments_kernel<4, true, Weights::q8_0> : segments_kernel<4, false, Weights::q8_0>));
-            contenders.push_back({"mmvq segments split " + std::to_string(split_new), seg, grid_of(split_new)});
+            contenders.push_back({"mmvq segments split " + std::to_string(split_new),
+                                  kernel_for<Body::segments>(s, split_new), grid_of(split_new)});
         }
 #endif
 #ifdef FUSEKIT_STOCK_ORDERED_TILES
@@ -209,7 +203,7 @@ int main(int argc, char ** argv) {
 #endif
 #ifdef FUSEKIT_STOCK_ORDERED_STREAM
         // fusion-5-stock-streamed: the persistent stream kernel at three ring depths on every plain shape (plan
-        // takes it from kStreamMinRows rows; the smaller tables say where that threshold should be), and the floor
+        // takes it from kStreamMinRows rows; the smaller tables say where that threshold should be)
         if (!s.gate) {
             const auto add_stream = [&](auto tag) {
                 constexpr int D = decltype(tag)::value;
@@ -221,10 +215,10 @@ int main(int argc, char ** argv) {
             add_stream(std::integral_constant<int, 4>{});
             add_stream(std::integral_constant<int, 5>{});
         }
+#endif
         if (!s.gate) {  // the floor reads x's bytes alone
             contenders.push_back({"floor (16-byte read)", stream_read_kernel, dim3(sm_count * 8)});
         }
-#endif
 
         cudaEvent_t start, stop;
         CHECK(cudaEventCreate(&start));
