@@ -15,6 +15,7 @@ from .compare import Comparison, compare
 from .parse import Profile, read_profile
 from .plot import plot_categories
 from .record import record_variants
+from .saved import SIDES, is_saved_profile, read_saved_profile
 
 NO_DEVICE = (
     "cannot record traces here: {missing}; read an existing export instead with --from TRACE.sqlite "
@@ -28,13 +29,27 @@ NO_DEVICE = (
     "from_path",
     type=click.Path(dir_okay=False, path_type=Path),
     default=None,
-    help="Read this Nsight Systems SQLite export (.sqlite or .sqlite.gz) instead of recording.",
+    help="Read this Nsight Systems SQLite export (.sqlite or .sqlite.gz) instead of recording, or a committed "
+    "profile result (.json, 'fusekit profile --json'): one of its profiles, see --from-side.",
 )
 @click.option(
     "--against",
     type=click.Path(dir_okay=False, path_type=Path),
     default=None,
-    help="Compare with this second export (B); --from is A. Shows what changed per kernel and category.",
+    help="Compare with this second export or profile result (B); --from is A. Shows what changed per kernel and "
+    "category.",
+)
+@click.option(
+    "--from-side",
+    type=click.Choice(SIDES),
+    default=None,
+    help="Which profile of a --from result: its variant (the last, default) or its stock (the first).",
+)
+@click.option(
+    "--against-side",
+    type=click.Choice(SIDES),
+    default=None,
+    help="Which profile of an --against result: variant (default) or stock.",
 )
 @click.option(
     "--tokens",
@@ -109,7 +124,8 @@ NO_DEVICE = (
 )
 @click.pass_context
 def profile(
-    ctx: click.Context, from_path: Path | None, against: Path | None, tokens: int | None, model: Path | None,
+    ctx: click.Context, from_path: Path | None, against: Path | None, from_side: str | None,
+    against_side: str | None, tokens: int | None, model: Path | None,
     variant_spec: str | None, decode: int, prompt: int, nsys_path: str | None, out: Path | None,
     cuda_arch: str | None, jobs: int | None, top: int, csv_path: Path | None, json_path: Path | None,
     png_path: Path | None,
@@ -124,6 +140,12 @@ def profile(
       fusekit profile --model m.gguf --variant fusion-1+fusion-5
       fusekit profile --from stock.sqlite --against fused.sqlite --tokens 16
       fusekit profile --from run.sqlite --csv kernels.csv --json out.json
+
+    \b
+    Two committed results (their traces stay on the GPU host): the variant of one session against another's,
+    or the stock sides of both to see how far the two machines agree.
+      fusekit profile --from results/s23/profile-x-vs-stock.json --against results/s25/profile-y-vs-stock.json
+      fusekit profile --from A.json --from-side stock --against B.json --against-side stock
     """
     variants: list[dict] = []
     if from_path is None:
@@ -131,6 +153,8 @@ def profile(
             raise FusekitError("--against needs --from (it compares two existing exports)")
         if tokens is not None:
             raise FusekitError("--tokens is for --from; when recording, --decode N sets the token count")
+        if from_side is not None or against_side is not None:
+            raise FusekitError("--from-side and --against-side pick profiles of --from/--against results")
     elif variant_spec is not None:
         raise FusekitError("--variant is for recording; --from reads existing exports")
     if from_path is None:
@@ -146,11 +170,22 @@ def profile(
         home = (ctx.find_root().obj or {}).get("home")
         profiles, variants = record_variants(home, model, decode, prompt, nsys, out, cuda_arch, jobs, variant_spec)
     else:
-        profiles = [read_profile(from_path, tokens, "--tokens")]
+        profiles = [_read(from_path, from_side, "--from-side", tokens)]
         if against is not None:
-            profiles.append(read_profile(against, tokens, "--tokens"))
+            profiles.append(_read(against, against_side, "--against-side", tokens))
+        elif against_side is not None:
+            raise FusekitError("--against-side needs --against")
     comparison = compare(profiles[0], profiles[1]) if len(profiles) == 2 else None
     emit(profiles, comparison, top, csv_path, json_path, png_path, variants)
+
+
+def _read(path: Path, side: str | None, side_option: str, tokens: int | None) -> Profile:
+    """A saved profile result (.json) or an Nsight Systems export; a side only names a result's profile."""
+    if is_saved_profile(path):
+        return read_saved_profile(path, side or "variant", tokens)
+    if side is not None:
+        raise FusekitError(f"{side_option} picks a profile of a .json result; {path} is read as an nsys export")
+    return read_profile(path, tokens, "--tokens")
 
 
 def emit(
