@@ -55,3 +55,10 @@ H200_GROUPED_F32=results/h200-2026-12-03-session23-grouped-f32
 echo
 echo "== committed H200 result, the grouped stack with its F32 products ($H200_GROUPED_F32/eval-all-35b.json; report: $H200_GROUPED_F32/REPORT.md)"
 fusekit report "$H200_GROUPED_F32/eval-all-35b.json"
+
+# Session 25 (3 interleaved rounds): the grouped stack with fusion-5's sums in stock MMVQ's order
+# (`fusekit apply stack-1-5-stock-order`): stock's log-probs and text, beside the grouped stack (GF) in the same run.
+H200_STOCK_ORDER=results/h200-2026-12-03-session25-exact-order
+echo
+echo "== committed H200 result, the stack with stock's log-probs ($H200_STOCK_ORDER/eval-all-35b.json; report: $H200_STOCK_ORDER/REPORT.md)"
+fusekit report "$H200_STOCK_ORDER/eval-all-35b.json"
