@@ -1,11 +1,13 @@
-"""The summation order of the experiments fusion-5-stock-order, fusion-5-stock-ordered-tiles, fusion-5-stock-streamed
-and fusion-5-stock-whole-blocks on the CPU: tests/cpp/q8_stock_order_test.cu, compiled against fusekit-q8-gemv.cuh as
-the four leave it on stack-1-5-grouped-f32, runs the header's segments, part reads and part dot products in the
-kernels' data flows (a warp standing in for some of MMVQ's warps at splits 1, 2, 4, a lane taking one part per
-stood-in warp or whole blocks; one warp per row by tile; a warp's run of rows through a ring of cp.async slots whose
-copies land only at a wait) against a separate emulation of mul_mat_vec_q's 128 threads at one token, and wants every
-row bit for bit MMVQ's; --sabotage (the header's blocks_used switch, which leaves a block out) must make every row
-differ. Needs nvcc (the header is CUDA); no GPU."""
+"""The summation order of the experiments fusion-5-stock-order, fusion-5-stock-ordered-tiles, fusion-5-stock-streamed,
+fusion-5-stock-whole-blocks and fusion-5-stock-wider-stream on the CPU: tests/cpp/q8_stock_order_test.cu, compiled
+against fusekit-q8-gemv.cuh as the five leave it on stack-1-5-grouped-f32, runs the header's segments, part reads
+and part dot products in the kernels' data flows (a warp standing in for some of MMVQ's warps at splits 1, 2, 4, a
+lane taking one part per stood-in warp or whole blocks; one warp per row by tile; a warp's run of rows through a
+ring of cp.async slots whose copies land only at a wait) against a separate emulation of mul_mat_vec_q's 128
+threads at one token, and wants every row bit for bit MMVQ's; --sabotage (the header's blocks_used switch, which
+leaves a block out) must make every row differ. And which products plan sends to the stream kernel
+(tests/cpp/q8_stream_dispatch_test.cu), against the header with and without fusion-5-stock-wider-stream. Needs nvcc
+(the header is CUDA); no GPU."""
 
 from __future__ import annotations
 
@@ -25,6 +27,8 @@ PATCH = REPO / "patches" / "experiments" / "fusion-5-stock-order.patch"
 TILES = REPO / "patches" / "experiments" / "fusion-5-stock-ordered-tiles.patch"  # its split-1 flow on top
 STREAM = REPO / "patches" / "experiments" / "fusion-5-stock-streamed.patch"  # large tables on top
 WHOLE = REPO / "patches" / "experiments" / "fusion-5-stock-whole-blocks.patch"  # splits 2 and 4 on top
+WIDER = REPO / "patches" / "experiments" / "fusion-5-stock-wider-stream.patch"  # split-2 and -4 tables streamed
+DISPATCH = REPO / "tests" / "cpp" / "q8_stream_dispatch_test.cu"
 PROGRAM = REPO / "tests" / "cpp" / "q8_stock_order_test.cu"
 KERNELS = REPO / "kernels"  # standalone.cuh
 # the same experiment on a GPU without ggml (scripts/stock_order_gpu_check.sh runs it on the H200)
@@ -48,7 +52,7 @@ def order_program(pinned_home: Path, tmp_path_factory: pytest.TempPathFactory) -
     work = tmp_path_factory.mktemp("stock-order")
     fusekit(pinned_home, "reset")
     try:
-        fusekit(pinned_home, "apply", "stack-1-5-grouped-f32", str(PATCH), str(TILES), str(STREAM), str(WHOLE))
+        fusekit(pinned_home, "apply", "stack-1-5-grouped-f32", *map(str, (PATCH, TILES, STREAM, WHOLE, WIDER)))
         tree = Path(json.loads(fusekit(pinned_home, "status", "--json"))["tree"])
         shutil.copy(tree / HEADER, work / Path(HEADER).name)
     finally:
@@ -57,6 +61,17 @@ def order_program(pinned_home: Path, tmp_path_factory: pytest.TempPathFactory) -
         cmd = [str(NVCC), "-c", "-O3", "-std=c++17", "-use_fast_math", "-arch=sm_90", f"-I{work}", f"-I{KERNELS}"]
         compiled = subprocess.run([*cmd, "-o", str(work / "gpu.o"), str(source)], capture_output=True, text=True)
         assert compiled.returncode == 0, compiled.stderr[-3000:]
+    # the header without fusion-5-stock-wider-stream, for the dispatch test's other side
+    before = work / "before"
+    (before / Path(HEADER).parent).mkdir(parents=True)
+    shutil.copy(work / Path(HEADER).name, before / HEADER)
+    reverse = ["git", "apply", "-R", f"--include={HEADER}", str(WIDER)]
+    reversed_ = subprocess.run(reverse, cwd=before, capture_output=True, text=True)
+    assert reversed_.returncode == 0, reversed_.stderr
+    for name, folder in (("dispatch", work), ("dispatch_before", before / Path(HEADER).parent)):
+        cmd = [str(NVCC), "-std=c++17", "-arch=sm_90", f"-I{folder}", "-o", str(work / name), str(DISPATCH)]
+        built = subprocess.run(cmd, capture_output=True, text=True)
+        assert built.returncode == 0, built.stderr[-3000:]
     binary = work / "q8_stock_order_test"
     cmd = [str(NVCC), "-O2", "-std=c++17", "-arch=sm_90", f"-I{work}", "-o", str(binary), str(PROGRAM)]
     built = subprocess.run(cmd, capture_output=True, text=True)
@@ -78,3 +93,29 @@ def test_the_sabotage_switch_makes_every_row_differ(order_program: Path) -> None
     ran = subprocess.run([str(order_program), "--sabotage"], capture_output=True, text=True, timeout=300)
     assert ran.returncode == 0, ran.stdout[-3000:]
     assert "sabotage: 0 of 1030 equal (all must be different)" in ran.stdout
+
+
+def _dispatch(program: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([str(program), *args], capture_output=True, text=True, timeout=60)
+
+
+def test_plan_streams_the_split_tables_with_their_residual(order_program: Path) -> None:
+    """fusion-5-stock-wider-stream: ssm_out and the attention output (split 2, with the residual as bias) and every
+    other plain table plan would split take the stream kernel at depth 3; gated, ids and many-channel products and
+    split-1 tables keep the row kernels; the rule before it is not what this header does."""
+    ran = _dispatch(order_program.parent / "dispatch")
+    assert ran.returncode == 0, ran.stdout
+    assert "35B ssm_out 2048x4096 + residual           stream" in ran.stdout
+    assert "stream depth 3; 19 of 19 cases" in ran.stdout and "dispatch as expected" in ran.stdout
+    before_rule = _dispatch(order_program.parent / "dispatch", "--expect-before")
+    assert before_rule.returncode == 1 and before_rule.stdout.count("WRONG") == 6
+
+
+def test_the_header_before_it_keeps_its_own_rule(order_program: Path) -> None:
+    """The same cases on fusion-5-stock-whole-blocks' header: its rule holds and the wider one fails there, so the
+    dispatch test tells the two headers apart."""
+    before = order_program.parent / "dispatch_before"
+    ran = _dispatch(before, "--expect-before")
+    assert ran.returncode == 0 and "stream depth 4; 19 of 19 cases" in ran.stdout, ran.stdout
+    wider_rule = _dispatch(before)
+    assert wider_rule.returncode == 1 and wider_rule.stdout.count("WRONG") == 6

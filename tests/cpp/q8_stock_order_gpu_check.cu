@@ -200,6 +200,10 @@ int main(int argc, char ** argv) {
     }
     shapes.push_back({Weights::q8_0, 8192, 64, 0, false});  // the 35B preset's gdn qkv, split chosen
     shapes.push_back({Weights::q8_0, 2048, 128, 0, false});  // ssm_out / attention out
+    // tables plan gives split 2 or 4 (fusion-5-stock-wider-stream sends them to the stream kernel, at one row per warp)
+    shapes.push_back({Weights::q8_0, 1000, 64, 0, false});
+    shapes.push_back({Weights::q8_0, 300, 256, 0, false});
+    shapes.push_back({Weights::q4_0, 2048, 64, 0, false});
     for (bool gate : {false, true}) {  // short rows through plan's packed path: the experts' down projections
         shapes.push_back({Weights::q4_0, 16384, 16, 0, gate, true});
         shapes.push_back({Weights::q8_0, 2048, 8, 0, gate, true});
@@ -266,7 +270,12 @@ int main(int argc, char ** argv) {
         std::snprintf(what, sizeof what, "%s K=%d rows %d split %d%s%s", s.w == Weights::q4_0 ? "q4_0" : "q8_0",
                       s.nblocks * 32, s.nrows, s.split, s.gate ? " gate" : "", s.packed ? " packed path" : "");
 #ifdef FUSEKIT_STOCK_ORDERED_STREAM
-        if (s.depth > 0 || stream_fits(p, 1, 1)) {
+#ifdef FUSEKIT_STREAM_SHORT_SPLITS
+        const bool planned_stream = s.split <= 0 && !s.packed && stream_takes(p, 1, 1, sm_count);
+#else
+        const bool planned_stream = s.split <= 0 && !s.packed && stream_fits(p, 1, 1);
+#endif
+        if (s.depth > 0 || planned_stream) {
             char more[48];
             std::snprintf(more, sizeof more, " stream depth %d grid %d", s.depth > 0 ? s.depth : kStreamDepth, s.ctas);
             std::strncat(what, more, sizeof what - std::strlen(what) - 1);
