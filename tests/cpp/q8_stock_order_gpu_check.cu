@@ -271,7 +271,7 @@ int main(int argc, char ** argv) {
                       s.nblocks * 32, s.nrows, s.split, s.gate ? " gate" : "", s.packed ? " packed path" : "");
 #ifdef FUSEKIT_STOCK_ORDERED_STREAM
 #ifdef FUSEKIT_STREAM_SHORT_SPLITS
-        const bool planned_stream = s.split <= 0 && !s.packed && stream_takes(p, 1, 1, sm_count);
+        const bool planned_stream = s.split <= 0 && !s.packed && stream_fits(p, 1, 1, sm_count);
 #else
         const bool planned_stream = s.split <= 0 && !s.packed && stream_fits(p, 1, 1);
 #endif
