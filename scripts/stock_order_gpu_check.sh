@@ -3,8 +3,8 @@
 # fusekit-q8-gemv.cuh as the stack leaves it (kernels/ plus the experiment patches that change it, in the stack's
 # order), compiles the check with ggml's CUDA flags, runs it and its sabotage mode, then times the kernels
 # against the ones they replace (tests/cpp/q8_stock_order_timing.cu, ROUNDS interleaved rounds, default 9), and writes
-# the results, the logs and the GPU's clocks under OUT (7 files: a device call returns at most 8). Never changes
-# clocks or power settings.
+# the results, the logs and the GPU's clocks under OUT (7 files: a device call returns at most 8), then Nsight Compute
+# on the largest table's kernels (2 more: NCU_SHAPES below). Never changes clocks or power settings.
 #
 #   bash scripts/stock_order_gpu_check.sh OUT [ARCH]      (ARCH: 90 by default)
 #   PATCHES="fusion-5-group fusion-5-grouped-f32 fusion-5-stock-order" bash scripts/stock_order_gpu_check.sh OUT
@@ -17,10 +17,10 @@ WORK=$(mktemp -d)
 mkdir -p "$OUT" "$WORK/ggml/src/ggml-cuda"
 cp "$REPO/kernels/fusekit-q8-gemv.cuh" "$WORK/ggml/src/ggml-cuda/"
 # PATCHES: the experiments that change the header, in the stack's order (the last ones may be left off)
-for patch in ${PATCHES:-fusion-5-group fusion-5-grouped-f32 fusion-5-stock-order fusion-5-stock-ordered-tiles fusion-5-stock-streamed fusion-5-stock-whole-blocks fusion-5-stock-wider-stream}; do
+for patch in ${PATCHES:-fusion-5-group fusion-5-grouped-f32 fusion-5-stock-order fusion-5-stock-ordered-tiles fusion-5-stock-streamed fusion-5-stock-whole-blocks fusion-5-stock-wider-stream fusion-5-stock-y-shared}; do
   (cd "$WORK" && git apply --include=ggml/src/ggml-cuda/fusekit-q8-gemv.cuh "$REPO/patches/experiments/$patch.patch")
 done
-echo "header sha256 $(sha256sum "$WORK/ggml/src/ggml-cuda/fusekit-q8-gemv.cuh" | cut -d' ' -f1) (${PATCHES:-all seven})" \
+echo "header sha256 $(sha256sum "$WORK/ggml/src/ggml-cuda/fusekit-q8-gemv.cuh" | cut -d' ' -f1) (${PATCHES:-all eight})" \
   > "$OUT/check.log"
 smi() { nvidia-smi --query-gpu=timestamp,name,clocks.sm,clocks.mem,temperature.gpu,power.draw --format=csv,noheader >> "$OUT/clocks.csv" 2>&1 || true; }
 smi
@@ -35,5 +35,22 @@ nvcc -O3 -std=c++17 -use_fast_math -arch="sm_$ARCH" -I"$WORK/ggml/src/ggml-cuda"
   "$REPO/tests/cpp/q8_stock_order_timing.cu" 2>&1 | tee -a "$OUT/check.log"
 "$WORK/timing" --rounds "${ROUNDS:-9}" --json "$OUT/stock-order-timing.json" 2>&1 | tee "$OUT/timing.log" || rc=1
 smi
+# Nsight Compute on the kernels of NCU_SHAPES (comma-separated parts of the timing's shape names; empty: skipped):
+# each contender profiled once (--rounds 0 --launches 1), with the clocks left alone (--clock-control none). Two more
+# files (9 in all): tar the folder before it comes back from a device call.
+NCU_SHAPES=${NCU_SHAPES-output 248320x2048,ssm_out 2048x4096}
+if [[ -n $NCU_SHAPES ]]; then
+  ncu=$(ls /opt/nvidia/nsight-compute/*/ncu /usr/local/cuda/bin/ncu 2>/dev/null | tail -n 1 || true)
+  if [[ -x "$ncu" ]]; then
+    timeout "${NCU_TIMEOUT:-240}" "$ncu" --clock-control none -f -o "$WORK/timing-ncu" --section SpeedOfLight \
+      --section MemoryWorkloadAnalysis --section Occupancy --section WarpStateStats --section SchedulerStats \
+      --section LaunchStats --metrics "${NCU_METRICS:-l1tex__data_pipe_lsu_wavefronts_mem_shared.sum,l1tex__t_requests_pipe_lsu_mem_global_op_ld.sum,l1tex__t_sectors_pipe_lsu_mem_global_op_ld.sum,smsp__inst_executed_op_global_ld.sum,smsp__inst_executed_op_ldgsts.sum,smsp__inst_executed.sum}" \
+      "$WORK/timing" --only "$NCU_SHAPES" --rounds 0 --launches 1 > "$OUT/ncu.log" 2>&1 || rc=1
+    "$ncu" --import "$WORK/timing-ncu.ncu-rep" --csv --page raw > "$OUT/ncu-raw.csv" 2>> "$OUT/ncu.log" || rc=1
+  else
+    echo "ncu: not found on this host" > "$OUT/ncu.log"
+  fi
+  smi
+fi
 echo "exit $rc" | tee -a "$OUT/check.log"
 exit $rc

@@ -1,13 +1,13 @@
 """The summation order of the experiments fusion-5-stock-order, fusion-5-stock-ordered-tiles, fusion-5-stock-streamed,
-fusion-5-stock-whole-blocks and fusion-5-stock-wider-stream on the CPU: tests/cpp/q8_stock_order_test.cu, compiled
-against fusekit-q8-gemv.cuh as the five leave it on stack-1-5-grouped-f32, runs the header's segments, part reads
-and part dot products in the kernels' data flows (a warp standing in for some of MMVQ's warps at splits 1, 2, 4, a
-lane taking one part per stood-in warp or whole blocks; one warp per row by tile; a warp's run of rows through a
-ring of cp.async slots whose copies land only at a wait) against a separate emulation of mul_mat_vec_q's 128
-threads at one token, and wants every row bit for bit MMVQ's; --sabotage (the header's blocks_used switch, which
-leaves a block out) must make every row differ. And which products plan sends to the stream kernel
-(tests/cpp/q8_stream_dispatch_test.cu), against the header with and without fusion-5-stock-wider-stream. Needs nvcc
-(the header is CUDA); no GPU."""
+fusion-5-stock-whole-blocks, fusion-5-stock-wider-stream and fusion-5-stock-y-shared on the CPU:
+tests/cpp/q8_stock_order_test.cu, compiled against fusekit-q8-gemv.cuh as the six leave it on stack-1-5-grouped-f32,
+runs the header's segments, part reads and part dot products in the kernels' data flows (a warp standing in for some
+of MMVQ's warps at splits 1, 2, 4, a lane taking one part per stood-in warp or whole blocks; one warp per row by tile;
+a warp's run of rows through a ring of cp.async slots whose copies land only at a wait, reading y from the CTA's
+copy) against a separate emulation of mul_mat_vec_q's 128 threads at one token, and wants every row bit for bit
+MMVQ's; --sabotage (the header's blocks_used switch, which leaves a block out) must make every row differ. And which
+products plan sends to the stream kernel (tests/cpp/q8_stream_dispatch_test.cu), against the header with and without
+fusion-5-stock-wider-stream (and fusion-5-stock-y-shared). Needs nvcc (the header is CUDA); no GPU."""
 
 from __future__ import annotations
 
@@ -28,6 +28,7 @@ TILES = REPO / "patches" / "experiments" / "fusion-5-stock-ordered-tiles.patch" 
 STREAM = REPO / "patches" / "experiments" / "fusion-5-stock-streamed.patch"  # large tables on top
 WHOLE = REPO / "patches" / "experiments" / "fusion-5-stock-whole-blocks.patch"  # splits 2 and 4 on top
 WIDER = REPO / "patches" / "experiments" / "fusion-5-stock-wider-stream.patch"  # split-2 and -4 tables streamed
+Y_SHARED = REPO / "patches" / "experiments" / "fusion-5-stock-y-shared.patch"  # the stream kernel's y in shared memory
 DISPATCH = REPO / "tests" / "cpp" / "q8_stream_dispatch_test.cu"
 PROGRAM = REPO / "tests" / "cpp" / "q8_stock_order_test.cu"
 KERNELS = REPO / "kernels"  # standalone.cuh
@@ -52,7 +53,8 @@ def order_program(pinned_home: Path, tmp_path_factory: pytest.TempPathFactory) -
     work = tmp_path_factory.mktemp("stock-order")
     fusekit(pinned_home, "reset")
     try:
-        fusekit(pinned_home, "apply", "stack-1-5-grouped-f32", *map(str, (PATCH, TILES, STREAM, WHOLE, WIDER)))
+        experiments = (PATCH, TILES, STREAM, WHOLE, WIDER, Y_SHARED)
+        fusekit(pinned_home, "apply", "stack-1-5-grouped-f32", *map(str, experiments))
         tree = Path(json.loads(fusekit(pinned_home, "status", "--json"))["tree"])
         shutil.copy(tree / HEADER, work / Path(HEADER).name)
     finally:
@@ -61,13 +63,14 @@ def order_program(pinned_home: Path, tmp_path_factory: pytest.TempPathFactory) -
         cmd = [str(NVCC), "-c", "-O3", "-std=c++17", "-use_fast_math", "-arch=sm_90", f"-I{work}", f"-I{KERNELS}"]
         compiled = subprocess.run([*cmd, "-o", str(work / "gpu.o"), str(source)], capture_output=True, text=True)
         assert compiled.returncode == 0, compiled.stderr[-3000:]
-    # the header without fusion-5-stock-wider-stream, for the dispatch test's other side
+    # the header without fusion-5-stock-y-shared and fusion-5-stock-wider-stream, for the dispatch test's other side
     before = work / "before"
     (before / Path(HEADER).parent).mkdir(parents=True)
     shutil.copy(work / Path(HEADER).name, before / HEADER)
-    reverse = ["git", "apply", "-R", f"--include={HEADER}", str(WIDER)]
-    reversed_ = subprocess.run(reverse, cwd=before, capture_output=True, text=True)
-    assert reversed_.returncode == 0, reversed_.stderr
+    for patch in (Y_SHARED, WIDER):
+        reverse = ["git", "apply", "-R", f"--include={HEADER}", str(patch)]
+        reversed_ = subprocess.run(reverse, cwd=before, capture_output=True, text=True)
+        assert reversed_.returncode == 0, reversed_.stderr
     for name, folder in (("dispatch", work), ("dispatch_before", before / Path(HEADER).parent)):
         cmd = [str(NVCC), "-std=c++17", "-arch=sm_90", f"-I{folder}", "-o", str(work / name), str(DISPATCH)]
         built = subprocess.run(cmd, capture_output=True, text=True)
@@ -106,9 +109,10 @@ def test_plan_streams_the_split_tables_with_their_residual(order_program: Path) 
     ran = _dispatch(order_program.parent / "dispatch")
     assert ran.returncode == 0, ran.stdout
     assert "35B ssm_out 2048x4096 + residual           stream" in ran.stdout
-    assert "stream depth 3; 19 of 19 cases" in ran.stdout and "dispatch as expected" in ran.stdout
+    assert "stream depth 3, y in shared memory; 20 of 20 cases" in ran.stdout and "dispatch as expected" in ran.stdout
+    assert "long rows 20000x16384                      row kernels" in ran.stdout  # over the shared copy of y
     before_rule = _dispatch(order_program.parent / "dispatch", "--expect-before")
-    assert before_rule.returncode == 1 and before_rule.stdout.count("WRONG") == 6
+    assert before_rule.returncode == 1 and before_rule.stdout.count("WRONG") == 7
 
 
 def test_the_header_before_it_keeps_its_own_rule(order_program: Path) -> None:
@@ -116,6 +120,6 @@ def test_the_header_before_it_keeps_its_own_rule(order_program: Path) -> None:
     dispatch test tells the two headers apart."""
     before = order_program.parent / "dispatch_before"
     ran = _dispatch(before, "--expect-before")
-    assert ran.returncode == 0 and "stream depth 4; 19 of 19 cases" in ran.stdout, ran.stdout
+    assert ran.returncode == 0 and "stream depth 4; 20 of 20 cases" in ran.stdout, ran.stdout
     wider_rule = _dispatch(before)
     assert wider_rule.returncode == 1 and wider_rule.stdout.count("WRONG") == 6

@@ -112,7 +112,13 @@ struct Shape {
 #ifdef FUSEKIT_STOCK_ORDERED_STREAM
 template <int DEPTH, Weights W>
 void launch_stream_at(const Problem & p, int ctas, int sm_count) {
+#ifdef FUSEKIT_STREAM_Y_SHARED
+    // fusion-5-stock-y-shared: depths up to plan's read y from the CTA's copy as plan's kernel does; deeper rings
+    // (whose slots and the copy would not fit 48 KB) check the kernel that reads y from global memory
+    Launch l = plan_stream<PlainHooks, W, DEPTH, DEPTH <= kStreamDepth && kStreamYShared>(p, sm_count);
+#else
     Launch l = plan_stream<PlainHooks, W, DEPTH>(p, sm_count);
+#endif
     if (ctas > 0) {
         l.grid = dim3(ctas);
     }

@@ -289,6 +289,20 @@ std::vector<float> stream_run(const uint8_t * x, const uint8_t * y, int nblocks,
     for (int s = 0; s < DEPTH - 1; ++s) {
         issue();
     }
+#ifdef FUSEKIT_STREAM_Y_SHARED
+    // fusion-5-stock-y-shared: the CTA's copy of the activations, made word by word as the kernel makes it, into a
+    // buffer of the kernel's size that held garbage; the parts below read it through the header's part_dot_shared_y
+    alignas(16) static uint8_t y_shared[kStreamYBlocks * kYBlockBytes];
+    for (auto & byte : y_shared) {
+        byte = uint8_t(rng());
+    }
+    for (int w = 0; w < nblocks * kYBlockBytes / 4; ++w) {
+        std::memcpy(y_shared + 4 * w, y + 4 * w, 4);
+    }
+    const uint8_t * ysrc = y_shared;
+#else
+    const uint8_t * ysrc = y;
+#endif
     std::vector<float> out;
     float slots[kWarp][Order::slots] = {};
     int   tile = 0, slot = 0;
@@ -297,9 +311,13 @@ std::vector<float> stream_run(const uint8_t * x, const uint8_t * y, int nblocks,
         issue();
         const int nused = blocks_used(blocks_in_tile(nblocks, tile), sabotage);
         for (int lane = 0; lane < nused; ++lane) {
-            const uint8_t * yb = y + (tile * kTileBlocks + lane) * kYBlockBytes;
+            const uint8_t * yb = ysrc + (tile * kTileBlocks + lane) * kYBlockBytes;
             for (int part = 0; part < Order::parts; ++part) {
+#ifdef FUSEKIT_STREAM_Y_SHARED
+                const float d = part_dot_shared_y<W, PlainHooks>(ring[slot], lane, part, yb);
+#else
                 const float d = staged_part_dot<W>(ring[slot], lane, part, yb);
+#endif
                 for (int h = 0; h < Order::pass_tiles; ++h) {
                     float & a = slots[lane][h * Order::parts + part];
                     a         = tile % Order::pass_tiles == h ? a + d : a;

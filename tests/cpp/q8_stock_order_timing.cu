@@ -7,7 +7,9 @@
 //
 //   nvcc -O3 -std=c++17 -use_fast_math -arch=sm_90 -I<tree>/ggml/src/ggml-cuda -I kernels -o timing \
 //        tests/cpp/q8_stock_order_timing.cu
-//   ./timing [--rounds N] [--json FILE]
+//   ./timing [--rounds N] [--json FILE] [--only TEXT] [--launches N]
+// --only times the shapes whose name contains TEXT (or one of TEXT's comma-separated parts); --launches N launches each kernel N times per round instead of
+// enough to pass 4x the L2 (with --rounds 0, one warm-up round: how Nsight Compute profiles each kernel once).
 
 #include "fusekit-q8-gemv.cuh"
 #include "q8_stock_order_data.h"
@@ -18,6 +20,7 @@
 #include <cstring>
 #include <random>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 using namespace fusekit_q8;
@@ -87,6 +90,19 @@ Kernel kernel_for(const Shape & s, int split) {
                                 : (s.gate ? with_split<B, true, Weights::q8_0>(split) : with_split<B, false, Weights::q8_0>(split));
 }
 
+// Whether `name` contains one of the comma-separated parts of `list` (--only).
+bool names_match(const char * name, const char * list) {
+    const std::string all(list);
+    for (size_t start = 0; start <= all.size();) {
+        const size_t end = std::min(all.find(',', start), all.size());
+        if (end > start && std::strstr(name, all.substr(start, end - start).c_str())) {
+            return true;
+        }
+        start = end + 1;
+    }
+    return false;
+}
+
 struct Contender {
     std::string name;
     Kernel      kernel;
@@ -97,12 +113,21 @@ struct Contender {
 
 int main(int argc, char ** argv) {
     int rounds = 7;
+    int launches_asked = 0;
     const char * json_path = nullptr;
+    const char * only      = nullptr;
     for (int i = 1; i < argc; ++i) {
         if (std::strcmp(argv[i], "--rounds") == 0 && i + 1 < argc) {
             rounds = std::atoi(argv[++i]);
         } else if (std::strcmp(argv[i], "--json") == 0 && i + 1 < argc) {
             json_path = argv[++i];
+        } else if (std::strcmp(argv[i], "--only") == 0 && i + 1 < argc) {
+            only = argv[++i];
+        } else if (std::strcmp(argv[i], "--launches") == 0 && i + 1 < argc) {
+            launches_asked = std::atoi(argv[++i]);
+        } else {
+            std::fprintf(stderr, "unknown argument %s (--rounds N, --json FILE, --only TEXT, --launches N)\n", argv[i]);
+            return 2;
         }
     }
     int sm_count = 0;
@@ -137,9 +162,12 @@ int main(int argc, char ** argv) {
     std::string json;
     std::printf("%-32s %-22s %10s %10s %8s %6s\n", "shape", "kernel", "us/launch", "spread", "vs tile", "TB/s");
     for (const Shape & s : shapes) {
+        if (only && !names_match(s.name, only)) {
+            continue;
+        }
         const size_t bytes  = size_t(s.nrows) * s.nblocks * block_bytes_of(s.w);
         const int    copies = int(std::max<size_t>(1, (4 * l2 + bytes - 1) / bytes));
-        const int    launches = std::max(copies, 20);
+        const int    launches = launches_asked > 0 ? launches_asked : std::max(copies, 20);
         std::vector<uint8_t> host(bytes);
         for (size_t i = 0; i < bytes; ++i) {
             host[i] = uint8_t(rng());
@@ -205,6 +233,23 @@ int main(int argc, char ** argv) {
         // fusion-5-stock-streamed: the persistent stream kernel at three ring depths on every plain shape (plan
         // takes it from kStreamMinRows rows; the smaller tables say where that threshold should be)
         if (!s.gate) {
+#ifdef FUSEKIT_STREAM_Y_SHARED
+            // fusion-5-stock-y-shared: the kernel before it (y read from global memory per part) at depths 3 and 4,
+            // against the one that reads the CTA's copy in shared memory (depth 3: the ring and the copy fit 48 KB)
+            const auto add_stream = [&](auto tag, auto y_tag) {
+                constexpr int  D = decltype(tag)::value;
+                constexpr bool Y = decltype(y_tag)::value;
+                if (Y && s.nblocks > kStreamYBlocks) {
+                    return;
+                }
+                const Launch l = s.w == Weights::q4_0 ? plan_stream<PlainHooks, Weights::q4_0, D, Y>(p, sm_count)
+                                                      : plan_stream<PlainHooks, Weights::q8_0, D, Y>(p, sm_count);
+                contenders.push_back({"mmvq order stream d" + std::to_string(D) + (Y ? " y-shared" : ""), l.kernel, l.grid});
+            };
+            add_stream(std::integral_constant<int, 3>{}, std::false_type{});
+            add_stream(std::integral_constant<int, 3>{}, std::true_type{});
+            add_stream(std::integral_constant<int, 4>{}, std::false_type{});
+#else
             const auto add_stream = [&](auto tag) {
                 constexpr int D = decltype(tag)::value;
                 const Launch l = s.w == Weights::q4_0 ? plan_stream<PlainHooks, Weights::q4_0, D>(p, sm_count)
@@ -214,6 +259,7 @@ int main(int argc, char ** argv) {
             add_stream(std::integral_constant<int, 3>{});
             add_stream(std::integral_constant<int, 4>{});
             add_stream(std::integral_constant<int, 5>{});
+#endif
         }
 #endif
         if (!s.gate) {  // the floor reads x's bytes alone
@@ -246,6 +292,9 @@ int main(int argc, char ** argv) {
         float median_old = 0.0f;
         for (size_t c = 0; c < contenders.size(); ++c) {
             std::vector<float> t = times[c];
+            if (t.empty()) {  // --rounds 0: the warm-up round alone, nothing to report
+                continue;
+            }
             std::sort(t.begin(), t.end());
             const float median = t[t.size() / 2];
             const float spread = (t.back() - t.front()) / median;

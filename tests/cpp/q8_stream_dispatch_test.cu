@@ -3,6 +3,7 @@
 // (fusekit-q8-gemv.cu: UNROLL 2, Y_LATE, 4 CTAs' registers, 2 with a gate, short rows packed) and PlainHooks, for
 // the plain products of the 35B-A3B preset and of Llama-3-8B and a few edge cases, on an H200's 132 SMs. Each case
 // names what the wider rule wants and what fusion-5-stock-whole-blocks' rule wanted; the program wants one of them.
+// With fusion-5-stock-y-shared the wider rule also refuses rows longer than the activations' shared copy holds.
 //
 //   nvcc -std=c++17 -arch=sm_90 -I<header folder> -o dispatch tests/cpp/q8_stream_dispatch_test.cu
 //   ./dispatch                   every case as fusion-5-stock-wider-stream's plan chooses ("dispatch as expected")
@@ -28,7 +29,14 @@ struct Case {
     int          nchannels;
     bool         stream_wider;   // fusion-5-stock-wider-stream's choice
     bool         stream_before;  // fusion-5-stock-streamed's (kStreamMinRows rows and more, no bias)
+    bool         too_long_for_y = false;  // rows over kStreamYBlocks: fusion-5-stock-y-shared's stream_fits refuses them
 };
+
+#ifdef FUSEKIT_STREAM_Y_SHARED
+constexpr bool kYShared = kStreamYShared;  // fusion-5-stock-y-shared: plan's stream kernel copies y to shared memory
+#else
+constexpr bool kYShared = false;
+#endif
 
 constexpr int kSmCount = 132;  // the H200's
 
@@ -52,12 +60,17 @@ const Case kCases[] = {
     {"two channels 1024x4096", Weights::q8_0, 1024, 128, false, false, false, 2, false, false},
     {"gated head-sized 20011x2048", Weights::q8_0, 20011, 64, true, false, false, 1, false, false},
     {"one tile per row 300x1024", Weights::q8_0, 300, 32, false, false, false, 1, false, false},
+    {"long rows 20000x16384", Weights::q8_0, 20000, 512, false, false, false, 1, true, true, true},
 };
 
 template <Weights W>
 bool takes_stream(const Problem & p, int nchannels) {
     const Launch l = plan<PlainHooks, 2, true, 4, W, 2, true>(p, nchannels, 1, kSmCount);
+#ifdef FUSEKIT_STREAM_Y_SHARED
+    return l.kernel == static_cast<KernelFn>(q8_gemv_stream_mmvq_kernel<kStreamDepth, PlainHooks, W, kYShared>);
+#else
     return l.kernel == static_cast<KernelFn>(q8_gemv_stream_mmvq_kernel<kStreamDepth, PlainHooks, W>);
+#endif
 }
 
 }  // namespace
@@ -81,13 +94,14 @@ int main(int argc, char ** argv) {
         p.sample_ratio  = 1;
         const bool got  = c.w == Weights::q4_0 ? takes_stream<Weights::q4_0>(p, c.nchannels)
                                                : takes_stream<Weights::q8_0>(p, c.nchannels);
-        const bool want = before ? c.stream_before : c.stream_wider;
+        const bool want = before ? c.stream_before : c.stream_wider && !(kYShared && c.too_long_for_y);
         wrong += got != want;
         std::printf("%-42s %-12s (expected %s)%s\n", c.what, got ? "stream" : "row kernels",
                     want ? "stream" : "row kernels", got != want ? "  WRONG" : "");
     }
-    std::printf("stream depth %d; %d of %zu cases as %s expects\n", kStreamDepth, int(std::size(kCases)) - wrong,
-                std::size(kCases), before ? "the rule before fusion-5-stock-wider-stream" : "fusion-5-stock-wider-stream");
+    std::printf("stream depth %d%s; %d of %zu cases as %s expects\n", kStreamDepth, kYShared ? ", y in shared memory" : "",
+                int(std::size(kCases)) - wrong, std::size(kCases),
+                before ? "the rule before fusion-5-stock-wider-stream" : "fusion-5-stock-wider-stream");
     std::printf(wrong ? "dispatch differs\n" : "dispatch as expected\n");
     return wrong ? 1 : 0;
 }
