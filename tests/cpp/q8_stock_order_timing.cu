@@ -233,7 +233,26 @@ int main(int argc, char ** argv) {
         // fusion-5-stock-streamed: the persistent stream kernel at three ring depths on every plain shape (plan
         // takes it from kStreamMinRows rows; the smaller tables say where that threshold should be)
         if (!s.gate) {
-#ifdef FUSEKIT_STREAM_Y_SHARED
+#if defined(FUSEKIT_STREAM_LEAN_ISSUE)
+            // fusion-5-stream-lean-issue: the kernel before it (y in shared memory, addresses made per copy) and the
+            // one before that (y from global memory) at depth 3, against the lean one; depth 4 as before
+            const auto add_stream = [&](auto tag, auto y_tag, auto lean_tag) {
+                constexpr int  D = decltype(tag)::value;
+                constexpr bool Y = decltype(y_tag)::value;
+                constexpr bool L = decltype(lean_tag)::value;
+                if (Y && s.nblocks > kStreamYBlocks) {
+                    return;
+                }
+                const Launch l = s.w == Weights::q4_0 ? plan_stream<PlainHooks, Weights::q4_0, D, Y, L>(p, sm_count)
+                                                      : plan_stream<PlainHooks, Weights::q8_0, D, Y, L>(p, sm_count);
+                contenders.push_back({"mmvq order stream d" + std::to_string(D) + (Y ? " y-shared" : "") + (L ? " lean" : ""),
+                                      l.kernel, l.grid});
+            };
+            add_stream(std::integral_constant<int, 3>{}, std::false_type{}, std::false_type{});
+            add_stream(std::integral_constant<int, 3>{}, std::true_type{}, std::false_type{});
+            add_stream(std::integral_constant<int, 3>{}, std::true_type{}, std::true_type{});
+            add_stream(std::integral_constant<int, 4>{}, std::false_type{}, std::false_type{});
+#elif defined(FUSEKIT_STREAM_Y_SHARED)
             // fusion-5-stock-y-shared: the kernel before it (y read from global memory per part) at depths 3 and 4,
             // against the one that reads the CTA's copy in shared memory (depth 3: the ring and the copy fit 48 KB)
             const auto add_stream = [&](auto tag, auto y_tag) {

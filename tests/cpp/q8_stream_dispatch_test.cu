@@ -66,11 +66,7 @@ const Case kCases[] = {
 template <Weights W>
 bool takes_stream(const Problem & p, int nchannels) {
     const Launch l = plan<PlainHooks, 2, true, 4, W, 2, true>(p, nchannels, 1, kSmCount);
-#ifdef FUSEKIT_STREAM_Y_SHARED
-    return l.kernel == static_cast<KernelFn>(q8_gemv_stream_mmvq_kernel<kStreamDepth, PlainHooks, W, kYShared>);
-#else
-    return l.kernel == static_cast<KernelFn>(q8_gemv_stream_mmvq_kernel<kStreamDepth, PlainHooks, W>);
-#endif
+    return l.kernel == plan_stream<PlainHooks, W>(p, kSmCount).kernel;  // the stream kernel as plan_stream makes it
 }
 
 }  // namespace
