@@ -62,3 +62,10 @@ H200_STOCK_ORDER=results/h200-2026-12-03-session25-exact-order
 echo
 echo "== committed H200 result, the stack with stock's log-probs ($H200_STOCK_ORDER/eval-all-35b.json; report: $H200_STOCK_ORDER/REPORT.md)"
 fusekit report "$H200_STOCK_ORDER/eval-all-35b.json"
+
+# Session 26 (3 interleaved rounds): the exact stack with the stream kernel for its split-2 tables
+# (`fusekit apply stack-1-5-stock-order-stream`), beside stack-1-5-stock-order in the same run: stock's log-probs and text.
+H200_STOCK_ORDER_STREAM=results/h200-2026-12-03-session26-wider-stream
+echo
+echo "== committed H200 result, the exact stack with its split tables streamed ($H200_STOCK_ORDER_STREAM/eval-all-35b.json; report: $H200_STOCK_ORDER_STREAM/REPORT.md)"
+fusekit report "$H200_STOCK_ORDER_STREAM/eval-all-35b.json"

@@ -1,0 +1,95 @@
+#!/usr/bin/env python3
+"""A Markdown table of a few Nsight Compute metrics per profiled kernel, from `ncu --import R --csv --page raw`.
+
+Reads the raw page as ncu writes it (a header row of metric names, a row of units, one row per kernel launch),
+plain or compressed (.gz, .xz), and prints one row per launch: what bounds a memory-bound kernel at a glance (time,
+issue activity, DRAM throughput, the two stall reasons that tell issue-bound from latency-bound, instructions).
+
+    python3 scripts/ncu_raw_table.py results/<session>/ncu-raw.csv.xz [--json out.json]
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import gzip
+import io
+import json
+import lzma
+import sys
+from pathlib import Path
+
+# (metric, column title, scale): the columns, in order
+COLUMNS: tuple[tuple[str, str, float], ...] = (
+    ("gpu__time_duration.sum", "µs", 1.0),
+    ("smsp__issue_active.avg.pct_of_peak_sustained_active", "issue active %", 1.0),
+    ("gpu__dram_throughput.avg.pct_of_peak_sustained_elapsed", "DRAM %", 1.0),
+    ("smsp__average_warps_issue_stalled_not_selected_per_issue_active.ratio", "not selected / issue", 1.0),
+    ("smsp__average_warps_issue_stalled_long_scoreboard_per_issue_active.ratio", "long scoreboard / issue", 1.0),
+    ("smsp__inst_executed.sum", "warp instructions (M)", 1e-6),
+    ("launch__registers_per_thread", "registers", 1.0),
+)
+
+
+class RawPageError(ValueError):
+    """The file is not an ncu raw page with the metrics this table needs."""
+
+
+def read_rows(path: Path) -> list[list[str]]:
+    """The CSV rows of a raw page, decompressed by suffix."""
+    data = path.read_bytes()
+    if path.suffix == ".xz":
+        data = lzma.decompress(data)
+    elif path.suffix == ".gz":
+        data = gzip.decompress(data)
+    return list(csv.reader(io.StringIO(data.decode("utf-8"))))
+
+
+def kernel_table(rows: list[list[str]]) -> list[dict[str, object]]:
+    """One record per kernel launch: its short name, grid and the COLUMNS' values (None where ncu left one out)."""
+    if len(rows) < 3 or "Kernel Name" not in rows[0]:
+        raise RawPageError("no 'Kernel Name' column and launch rows: not an ncu --page raw export")
+    col = {name: i for i, name in enumerate(rows[0])}
+    if not any(metric in col for metric, _, _ in COLUMNS):
+        raise RawPageError("none of the table's metrics is in this export")
+    records = []
+    for launch, row in enumerate(rows[2:]):
+        name = row[col["Kernel Name"]].replace("(anonymous namespace)::", "").replace("<unnamed>::", "")
+        record: dict[str, object] = {"launch": launch, "kernel": name.split("(")[0].strip()}
+        if "Grid Size" in col:
+            record["grid"] = row[col["Grid Size"]]
+        for metric, title, scale in COLUMNS:
+            text = row[col[metric]].replace(",", "") if metric in col else ""
+            record[title] = round(float(text) * scale, 3) if text else None
+        records.append(record)
+    return records
+
+
+def markdown(records: list[dict[str, object]]) -> str:
+    """The records as a Markdown table."""
+    titles = [title for _, title, _ in COLUMNS]
+    lines = ["| launch | kernel | grid | " + " | ".join(titles) + " |", "|---" * (3 + len(titles)) + "|"]
+    for r in records:
+        values = ["-" if r[t] is None else f"{r[t]:.1f}" for t in titles]
+        lines.append(f"| {r['launch']} | {r['kernel']} | {r.get('grid', '')} | " + " | ".join(values) + " |")
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("raw", type=Path, help="ncu --csv --page raw output (.csv, .csv.gz or .csv.xz)")
+    parser.add_argument("--json", type=Path, help="also write the records as JSON here")
+    args = parser.parse_args(argv)
+    try:
+        records = kernel_table(read_rows(args.raw))
+    except (OSError, RawPageError, lzma.LZMAError, gzip.BadGzipFile, UnicodeDecodeError, ValueError) as err:
+        print(f"ncu_raw_table: {args.raw}: {err}", file=sys.stderr)
+        return 1
+    print(markdown(records))
+    if args.json:
+        args.json.write_text(json.dumps({"source": str(args.raw), "kernels": records}, indent=1) + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,56 @@
+"""scripts/ncu_raw_table.py: the per-kernel table made from Nsight Compute's raw CSV page (as committed under
+results/, plain or compressed), on a small export written here and on a committed one; bad input fails in one line."""
+
+from __future__ import annotations
+
+import json
+import lzma
+import subprocess
+import sys
+from pathlib import Path
+
+from .conftest import REPO
+
+SCRIPT = REPO / "scripts" / "ncu_raw_table.py"
+COMMITTED = REPO / "results" / "h200-2026-12-03-session26b-lean-issue-check" / "ncu-raw.csv.xz"
+
+RAW = (
+    '"ID","Kernel Name","Grid Size","gpu__time_duration.sum","smsp__issue_active.avg.pct_of_peak_sustained_active",'
+    '"smsp__inst_executed.sum"\n'
+    '"","","","us","%","inst"\n'
+    '"0","void fusekit_q8::stream_kernel<3>(Problem)","(527, 1, 1)","149.5","68.1","87,336,125"\n'
+    '"1","<unnamed>::stream_read_kernel(Problem)","(1056, 1, 1)","125.3","10.9","13,069,824"\n'
+)
+
+
+def _run(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, str(SCRIPT), *args], capture_output=True, text=True, timeout=60)
+
+
+def test_a_row_per_launch_with_the_metrics_the_export_has(tmp_path: Path) -> None:
+    raw = tmp_path / "ncu-raw.csv.xz"
+    raw.write_bytes(lzma.compress(RAW.encode()))
+    done = _run(str(raw), "--json", str(tmp_path / "t.json"))
+    assert done.returncode == 0, done.stderr
+    lines = done.stdout.splitlines()
+    assert lines[2].startswith("| 0 | void fusekit_q8::stream_kernel<3> | (527, 1, 1) | 149.5 | 68.1 | - |")
+    assert "| 87.3 | - |" in lines[2]  # warp instructions in millions; registers not in this export
+    assert lines[3].startswith("| 1 | stream_read_kernel |")
+    records = json.loads((tmp_path / "t.json").read_text())["kernels"]
+    assert [r["µs"] for r in records] == [149.5, 125.3] and records[1]["DRAM %"] is None
+
+
+def test_the_committed_session_26b_export_reads(tmp_path: Path) -> None:
+    done = _run(str(COMMITTED))
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.count("q8_gemv_stream_mmvq_kernel") == 4 and "stream_read_kernel" in done.stdout
+
+
+def test_a_file_that_is_not_a_raw_page_fails_in_one_line(tmp_path: Path) -> None:
+    for name, content in (("notes.csv", b"a,b\n1,2\n"), ("broken.csv.xz", b"not xz"), ("missing.csv", None)):
+        path = tmp_path / name
+        if content is not None:
+            path.write_bytes(content)
+        done = _run(str(path))
+        assert done.returncode == 1 and done.stdout == ""
+        assert len(done.stderr.strip().splitlines()) == 1 and done.stderr.startswith(f"ncu_raw_table: {path}: ")
