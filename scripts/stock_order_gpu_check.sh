@@ -27,13 +27,15 @@ smi
 nvcc -O3 -std=c++17 -use_fast_math -arch="sm_$ARCH" -I"$WORK/ggml/src/ggml-cuda" -I"$REPO/kernels" -o "$WORK/check" \
   "$REPO/tests/cpp/q8_stock_order_gpu_check.cu" 2>&1 | tee -a "$OUT/check.log"
 rc=0
-"$WORK/check" --json "$OUT/stock-order-gpu-check.json" 2>&1 | tee -a "$OUT/check.log" || rc=1
+# every GPU run under a timeout (RUN_TIMEOUT seconds): a kernel that hangs costs that much device time, not the call
+t=${RUN_TIMEOUT:-240}
+timeout "$t" "$WORK/check" --json "$OUT/stock-order-gpu-check.json" 2>&1 | tee -a "$OUT/check.log" || rc=1
 smi
-"$WORK/check" --sabotage --json "$OUT/stock-order-gpu-check-sabotage.json" 2>&1 | tee "$OUT/check-sabotage.log" || rc=1
+timeout "$t" "$WORK/check" --sabotage --json "$OUT/stock-order-gpu-check-sabotage.json" 2>&1 | tee "$OUT/check-sabotage.log" || rc=1
 smi
 nvcc -O3 -std=c++17 -use_fast_math -arch="sm_$ARCH" -I"$WORK/ggml/src/ggml-cuda" -I"$REPO/kernels" -o "$WORK/timing" \
   "$REPO/tests/cpp/q8_stock_order_timing.cu" 2>&1 | tee -a "$OUT/check.log"
-"$WORK/timing" --rounds "${ROUNDS:-9}" --json "$OUT/stock-order-timing.json" 2>&1 | tee "$OUT/timing.log" || rc=1
+timeout "$t" "$WORK/timing" --rounds "${ROUNDS:-9}" --json "$OUT/stock-order-timing.json" 2>&1 | tee "$OUT/timing.log" || rc=1
 smi
 # Nsight Compute on the kernels of NCU_SHAPES (comma-separated parts of the timing's shape names; empty: skipped):
 # each contender profiled once (--rounds 0 --launches 1), with the clocks left alone (--clock-control none). Two more

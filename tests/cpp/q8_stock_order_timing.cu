@@ -235,7 +235,8 @@ int main(int argc, char ** argv) {
         if (!s.gate) {
 #if defined(FUSEKIT_STREAM_LEAN_ISSUE)
             // fusion-5-stream-lean-issue: the kernel before it (y in shared memory, addresses made per copy) and the
-            // one before that (y from global memory) at depth 3, against the lean one; depth 4 as before
+            // one before that (y from global memory) at depth 3, against the lean one; depth 4 as before; then the
+            // lean issue without the copy of y at depths 3 and 4
             const auto add_stream = [&](auto tag, auto y_tag, auto lean_tag) {
                 constexpr int  D = decltype(tag)::value;
                 constexpr bool Y = decltype(y_tag)::value;
@@ -252,6 +253,10 @@ int main(int argc, char ** argv) {
             add_stream(std::integral_constant<int, 3>{}, std::true_type{}, std::false_type{});
             add_stream(std::integral_constant<int, 3>{}, std::true_type{}, std::true_type{});
             add_stream(std::integral_constant<int, 4>{}, std::false_type{}, std::false_type{});
+            // after session 26: the lean issue with y read from global memory, at depths 3 and 4 (depth 4 and the copy
+            // of y do not fit 48 KB), to tell y's copy from the ring's depth now that the kernel waits on memory again
+            add_stream(std::integral_constant<int, 3>{}, std::false_type{}, std::true_type{});
+            add_stream(std::integral_constant<int, 4>{}, std::false_type{}, std::true_type{});
 #elif defined(FUSEKIT_STREAM_Y_SHARED)
             // fusion-5-stock-y-shared: the kernel before it (y read from global memory per part) at depths 3 and 4,
             // against the one that reads the CTA's copy in shared memory (depth 3: the ring and the copy fit 48 KB)
