@@ -82,7 +82,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     try:
         records = kernel_table(read_rows(args.raw))
-    except (OSError, RawPageError, lzma.LZMAError, gzip.BadGzipFile, UnicodeDecodeError, ValueError) as err:
+    except (OSError, ValueError, lzma.LZMAError) as err:  # ValueError: RawPageError, bad numbers, bad text
         print(f"ncu_raw_table: {args.raw}: {err}", file=sys.stderr)
         return 1
     print(markdown(records))

@@ -47,7 +47,14 @@ def test_the_committed_session_26b_export_reads(tmp_path: Path) -> None:
 
 
 def test_a_file_that_is_not_a_raw_page_fails_in_one_line(tmp_path: Path) -> None:
-    for name, content in (("notes.csv", b"a,b\n1,2\n"), ("broken.csv.xz", b"not xz"), ("missing.csv", None)):
+    no_metrics = b'"ID","Kernel Name","Grid Size"\n"","",""\n"0","k(Problem)","(1, 1, 1)"\n'
+    cases = (
+        ("notes.csv", b"a,b\n1,2\n"),
+        ("no-metrics.csv", no_metrics),
+        ("broken.csv.xz", b"not xz"),
+        ("missing.csv", None),
+    )
+    for name, content in cases:
         path = tmp_path / name
         if content is not None:
             path.write_bytes(content)
