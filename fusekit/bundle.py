@@ -156,6 +156,17 @@ def host_debs(folder: Path) -> list[Path]:
     return found
 
 
+def carry_debs(debs: Path, dest: Path) -> None:
+    """Copy the checked .deb files of ``debs`` into ``dest``; ``dest`` may be ``debs`` itself (a bundle
+    refreshed from its own debs/ keeps them)."""
+    found = host_debs(debs)
+    dest.mkdir(parents=True, exist_ok=True)
+    for deb in found:
+        target = dest / deb.name
+        if not (target.exists() and target.samefile(deb)):
+            shutil.copy2(deb, target)
+
+
 def make_bundle(
     ws: Workspace, out: Path, wheel_cache: Path | None = None, debs: Path | None = None
 ) -> dict[str, object]:
@@ -169,10 +180,7 @@ def make_bundle(
     download_wheels(wheels, wheel_cache)
     build_fusekit_wheel(wheels)
     if debs is not None:
-        found = host_debs(debs)
-        (out / "debs").mkdir(exist_ok=True)
-        for deb in found:
-            shutil.copy2(deb, out / "debs" / deb.name)
+        carry_debs(debs, out / "debs")
     (out / "run.sh").write_text(RUN_SH.format(tarball=tarball.name))
     (out / "run.sh").chmod(0o755)
     files = sorted(p for p in out.rglob("*") if p.is_file() and "site" not in p.relative_to(out).parts)

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from fusekit.bundle import SIZE_LIMIT, host_debs, make_bundle, write_slim_tarball
+from fusekit.bundle import SIZE_LIMIT, carry_debs, host_debs, make_bundle, write_slim_tarball
 from fusekit.errors import FusekitError
 from fusekit.pin import load_pin
 from fusekit.source import SLIM_MANIFEST
@@ -106,3 +106,22 @@ def test_host_debs_requires_ccache_and_the_nsys_libraries(tmp_path: Path) -> Non
     assert [deb.name.split("_")[0] for deb in host_debs(debs)] == sorted(
         ["libdw1", "libelf1", "ccache", "libhiredis0.14"]
     )
+
+
+def test_carry_debs_copies_and_a_bundle_refreshes_from_its_own_debs(tmp_path: Path) -> None:
+    """``--debs`` naming the output's own debs/ folder keeps the files (session 27's refresh crashed with
+    shutil.SameFileError); another folder is copied."""
+    debs = tmp_path / "debs"
+    debs.mkdir()
+    names = [
+        "ccache_4.7.5_amd64.deb",
+        "libdw1_0.188_amd64.deb",
+        "libelf1_0.188_amd64.deb",
+        "libhiredis0.14_0.14_amd64.deb",
+    ]
+    for name in names:
+        (debs / name).write_bytes(name.encode())
+    carry_debs(debs, debs)
+    assert sorted(p.name for p in debs.iterdir()) == names and (debs / names[0]).read_bytes() == names[0].encode()
+    carry_debs(debs, tmp_path / "out" / "debs")
+    assert sorted(p.name for p in (tmp_path / "out" / "debs").iterdir()) == names
