@@ -267,12 +267,19 @@ case "$STEP" in
     fi
     echo "== $(date -u +%H:%M:%S) session done"
     ;;
-  poll)  # poll [SECONDS]: wait until the session is done or SECONDS passed; show where it stands
-    limit=${3:-540} waited=0
-    while [[ ! -f "$B/logs/session.done" ]] && ((waited < limit)); do sleep 10; waited=$((waited + 10)); done
+  poll)  # poll [SECONDS]: wait until the session is done, its process is gone, or SECONDS passed; show where it stands
+    # (a host that was given back between calls comes fresh: no session there, and no point in waiting: exit 3)
+    if [[ ! -f "$B/logs/session.pid" ]]; then
+      echo "poll: no session was started in $B on this host (a fresh machine: the one that ran it was given back)"; exit 3
+    fi
+    limit=${3:-540} waited=0 pid=$(cat "$B/logs/session.pid")
+    while [[ ! -f "$B/logs/session.done" ]] && ((waited < limit)) && kill -0 "$pid" 2>/dev/null; do
+      sleep 10; waited=$((waited + 10))
+    done
     cat "$B/logs/session.log" 2>/dev/null || true
     echo "-- checks"; cat "$B/results/checks.txt" 2>/dev/null || true
     if [[ -f "$B/logs/session.done" ]]; then echo "SESSION DONE (exit $(cat "$B/logs/session.done"))"
+    elif ! kill -0 "$pid" 2>/dev/null; then echo "SESSION GONE: its process $pid ended without writing session.done"
     else echo "session still running after ${waited}s of polling"; tail -n 3 "$B"/logs/step-*.log 2>/dev/null | tail -n 30; fi
     ;;
   evaluated)  # print the specs the eval steps would time now (built, through smoke, not sabotaged), and why any is left out

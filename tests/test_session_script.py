@@ -313,3 +313,25 @@ def test_an_arm_is_evaluated_when_its_variant_was_built_and_a_missing_build_is_n
     assert done.returncode == 0, done.stderr
     assert done.stdout.split() == ["stock@GGML_CUDA_DISABLE_GRAPHS=1", "fusion-1"]
     assert "left out fusion-5: fusion-5 was not built or failed its smoke run" in done.stderr
+
+
+def test_poll_on_a_fresh_host_says_so_at_once(tmp_path: Path) -> None:
+    """Session 27 lost 219 s of device time: its second call reached a fresh machine, and poll waited out the whole
+    limit for a session that was never started there."""
+    polled = subprocess.run(
+        ["bash", str(SCRIPT), str(tmp_path / "b"), "poll", "300"], capture_output=True, text=True, timeout=60
+    )
+    assert polled.returncode == 3 and "no session was started" in polled.stdout, polled.stdout + polled.stderr
+
+
+def test_poll_stops_when_the_session_process_is_gone(tmp_path: Path) -> None:
+    """A session killed without its EXIT trap (no session.done) ends the wait too, and poll names it."""
+    logs = tmp_path / "b" / "logs"
+    logs.mkdir(parents=True)
+    gone = subprocess.run(["bash", "-c", "echo $$"], capture_output=True, text=True).stdout.strip()
+    (logs / "session.pid").write_text(gone + "\n")
+    (logs / "session.log").write_text("== setup\n")
+    polled = subprocess.run(
+        ["bash", str(SCRIPT), str(tmp_path / "b"), "poll", "300"], capture_output=True, text=True, timeout=60
+    )
+    assert polled.returncode == 0 and f"SESSION GONE: its process {gone}" in polled.stdout, polled.stdout
