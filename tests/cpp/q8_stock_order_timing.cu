@@ -236,27 +236,43 @@ int main(int argc, char ** argv) {
 #if defined(FUSEKIT_STREAM_LEAN_ISSUE)
             // fusion-5-stream-lean-issue: the kernel before it (y in shared memory, addresses made per copy) and the
             // one before that (y from global memory) at depth 3, against the lean one; depth 4 as before; then the
-            // lean issue without the copy of y at depths 3 and 4
-            const auto add_stream = [&](auto tag, auto y_tag, auto lean_tag) {
+            // lean issue without the copy of y at depths 3 and 4; with fusion-5-stream-interleaved-rows, every one of
+            // them with contiguous runs of rows per warp (the kernels before it), then the lean ones with rows dealt
+            // to the warps in turn
+            const auto add_stream = [&](auto tag, auto y_tag, auto lean_tag, auto interleave_tag) {
                 constexpr int  D = decltype(tag)::value;
                 constexpr bool Y = decltype(y_tag)::value;
                 constexpr bool L = decltype(lean_tag)::value;
+                constexpr bool I = decltype(interleave_tag)::value;
                 if (Y && s.nblocks > kStreamYBlocks) {
                     return;
                 }
+#if defined(FUSEKIT_STREAM_INTERLEAVED)
+                const Launch l = s.w == Weights::q4_0 ? plan_stream<PlainHooks, Weights::q4_0, D, Y, L, I>(p, sm_count)
+                                                      : plan_stream<PlainHooks, Weights::q8_0, D, Y, L, I>(p, sm_count);
+#else
+                static_assert(!I, "rows dealt in turn need fusion-5-stream-interleaved-rows");
                 const Launch l = s.w == Weights::q4_0 ? plan_stream<PlainHooks, Weights::q4_0, D, Y, L>(p, sm_count)
                                                       : plan_stream<PlainHooks, Weights::q8_0, D, Y, L>(p, sm_count);
-                contenders.push_back({"mmvq order stream d" + std::to_string(D) + (Y ? " y-shared" : "") + (L ? " lean" : ""),
+#endif
+                contenders.push_back({"mmvq order stream d" + std::to_string(D) + (Y ? " y-shared" : "") +
+                                          (L ? " lean" : "") + (I ? " interleaved" : ""),
                                       l.kernel, l.grid});
             };
-            add_stream(std::integral_constant<int, 3>{}, std::false_type{}, std::false_type{});
-            add_stream(std::integral_constant<int, 3>{}, std::true_type{}, std::false_type{});
-            add_stream(std::integral_constant<int, 3>{}, std::true_type{}, std::true_type{});
-            add_stream(std::integral_constant<int, 4>{}, std::false_type{}, std::false_type{});
+            const std::false_type runs{};  // contiguous runs of rows per warp
+            add_stream(std::integral_constant<int, 3>{}, std::false_type{}, std::false_type{}, runs);
+            add_stream(std::integral_constant<int, 3>{}, std::true_type{}, std::false_type{}, runs);
+            add_stream(std::integral_constant<int, 3>{}, std::true_type{}, std::true_type{}, runs);
+            add_stream(std::integral_constant<int, 4>{}, std::false_type{}, std::false_type{}, runs);
             // after session 26: the lean issue with y read from global memory, at depths 3 and 4 (depth 4 and the copy
             // of y do not fit 48 KB), to tell y's copy from the ring's depth now that the kernel waits on memory again
-            add_stream(std::integral_constant<int, 3>{}, std::false_type{}, std::true_type{});
-            add_stream(std::integral_constant<int, 4>{}, std::false_type{}, std::true_type{});
+            add_stream(std::integral_constant<int, 3>{}, std::false_type{}, std::true_type{}, runs);
+            add_stream(std::integral_constant<int, 4>{}, std::false_type{}, std::true_type{}, runs);
+#if defined(FUSEKIT_STREAM_INTERLEAVED)
+            // after session 27: rows dealt to the warps in turn, with and without the copy of y
+            add_stream(std::integral_constant<int, 3>{}, std::true_type{}, std::true_type{}, std::true_type{});
+            add_stream(std::integral_constant<int, 3>{}, std::false_type{}, std::true_type{}, std::true_type{});
+#endif
 #elif defined(FUSEKIT_STREAM_Y_SHARED)
             // fusion-5-stock-y-shared: the kernel before it (y read from global memory per part) at depths 3 and 4,
             // against the one that reads the CTA's copy in shared memory (depth 3: the ring and the copy fit 48 KB)
