@@ -1,0 +1,45 @@
+"""The working tree travels to the GPU host with every device call, beside the bundle, under the host's 64 MiB limit;
+committed results are what grows it. Session 27's first call was refused: tracked files had reached 56 MB."""
+
+from __future__ import annotations
+
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from .conftest import REPO
+
+TREE_LIMIT = 50_000_000  # bytes of tracked files: with a 10 MB bundle, still under 64 MiB
+PLAIN_LIMIT = 100_000  # a result file over this is stored xz-compressed (JSON excepted: fusekit report reads it)
+
+
+def needs_compression(path: Path) -> bool:
+    """A result file over PLAIN_LIMIT bytes that is neither compressed nor JSON."""
+    return path.suffix not in {".xz", ".gz", ".json"} and path.stat().st_size > PLAIN_LIMIT
+
+
+def _tracked() -> list[Path]:
+    listed = subprocess.run(["git", "ls-files", "-z"], cwd=REPO, capture_output=True, text=True)
+    if listed.returncode != 0:
+        pytest.skip("not a git checkout")
+    return [REPO / name for name in listed.stdout.split("\0") if name and (REPO / name).is_file()]
+
+
+def test_tracked_files_leave_room_for_the_bundle() -> None:
+    total = sum(path.stat().st_size for path in _tracked())
+    assert total < TREE_LIMIT, f"tracked files are {total / 1e6:.1f} MB: xz the large plain results"
+
+
+def test_large_result_files_are_compressed() -> None:
+    results = [path for path in _tracked() if path.is_relative_to(REPO / "results")]
+    assert results, "no committed results found"
+    assert [str(path.relative_to(REPO)) for path in results if needs_compression(path)] == []
+
+
+def test_the_rule_names_a_large_plain_file(tmp_path: Path) -> None:
+    """The rule's own sabotage: a large plain log is named; its .xz, a large JSON and a small log are not."""
+    for name, size in (("session.log", PLAIN_LIMIT + 1), ("session.log.xz", PLAIN_LIMIT + 1),
+                       ("eval.json", PLAIN_LIMIT + 1), ("smoke.txt", PLAIN_LIMIT)):  # fmt: skip
+        (tmp_path / name).write_bytes(b"x" * size)
+    assert [path.name for path in sorted(tmp_path.iterdir()) if needs_compression(path)] == ["session.log"]
