@@ -236,42 +236,57 @@ int main(int argc, char ** argv) {
 #if defined(FUSEKIT_STREAM_LEAN_ISSUE)
             // fusion-5-stream-lean-issue: the kernel before it (y in shared memory, addresses made per copy) and the
             // one before that (y from global memory) at depth 3, against the lean one; depth 4 as before; then the
-            // lean issue without the copy of y at depths 3 and 4; with fusion-5-stream-interleaved-rows, every one of
+            // lean issue without the copy of y at depths 3 and 4; with fusion-5-stream-rows-in-turn, every one of
             // them with contiguous runs of rows per warp (the kernels before it), then the lean ones with rows dealt
-            // to the warps in turn
-            const auto add_stream = [&](auto tag, auto y_tag, auto lean_tag, auto interleave_tag) {
+            // to the warps in turn; with fusion-5-stream-sm-five-ctas, all of them at 4 CTAs per SM, then the interleaved
+            // ones at 5
+            const auto add_stream = [&](auto tag, auto y_tag, auto lean_tag, auto interleave_tag, auto ctas_tag) {
                 constexpr int  D = decltype(tag)::value;
                 constexpr bool Y = decltype(y_tag)::value;
                 constexpr bool L = decltype(lean_tag)::value;
                 constexpr bool I = decltype(interleave_tag)::value;
+                constexpr int  C = decltype(ctas_tag)::value;
                 if (Y && s.nblocks > kStreamYBlocks) {
                     return;
                 }
-#if defined(FUSEKIT_STREAM_INTERLEAVED)
+#if defined(FUSEKIT_STREAM_CTAS)
+                const Launch l = s.w == Weights::q4_0 ? plan_stream<PlainHooks, Weights::q4_0, D, Y, L, I, C>(p, sm_count)
+                                                      : plan_stream<PlainHooks, Weights::q8_0, D, Y, L, I, C>(p, sm_count);
+#elif defined(FUSEKIT_STREAM_INTERLEAVED)
+                static_assert(C == kStreamCtasPerSm, "another CTA count needs fusion-5-stream-sm-five-ctas");
                 const Launch l = s.w == Weights::q4_0 ? plan_stream<PlainHooks, Weights::q4_0, D, Y, L, I>(p, sm_count)
                                                       : plan_stream<PlainHooks, Weights::q8_0, D, Y, L, I>(p, sm_count);
 #else
-                static_assert(!I, "rows dealt in turn need fusion-5-stream-interleaved-rows");
+                static_assert(!I, "rows dealt in turn need fusion-5-stream-rows-in-turn");
+                static_assert(C == kStreamCtasPerSm, "another CTA count needs fusion-5-stream-sm-five-ctas");
                 const Launch l = s.w == Weights::q4_0 ? plan_stream<PlainHooks, Weights::q4_0, D, Y, L>(p, sm_count)
                                                       : plan_stream<PlainHooks, Weights::q8_0, D, Y, L>(p, sm_count);
 #endif
                 contenders.push_back({"mmvq order stream d" + std::to_string(D) + (Y ? " y-shared" : "") +
-                                          (L ? " lean" : "") + (I ? " interleaved" : ""),
+                                          (L ? " lean" : "") + (I ? " interleaved" : "") +
+                                          (C != kStreamCtasPerSm ? " " + std::to_string(C) + " ctas" : ""),
                                       l.kernel, l.grid});
             };
-            const std::false_type runs{};  // contiguous runs of rows per warp
-            add_stream(std::integral_constant<int, 3>{}, std::false_type{}, std::false_type{}, runs);
-            add_stream(std::integral_constant<int, 3>{}, std::true_type{}, std::false_type{}, runs);
-            add_stream(std::integral_constant<int, 3>{}, std::true_type{}, std::true_type{}, runs);
-            add_stream(std::integral_constant<int, 4>{}, std::false_type{}, std::false_type{}, runs);
+            const std::false_type                            runs{};  // contiguous runs of rows per warp
+            const std::integral_constant<int, kStreamCtasPerSm> four{};  // the grid and register bound before
+            add_stream(std::integral_constant<int, 3>{}, std::false_type{}, std::false_type{}, runs, four);
+            add_stream(std::integral_constant<int, 3>{}, std::true_type{}, std::false_type{}, runs, four);
+            add_stream(std::integral_constant<int, 3>{}, std::true_type{}, std::true_type{}, runs, four);
+            add_stream(std::integral_constant<int, 4>{}, std::false_type{}, std::false_type{}, runs, four);
             // after session 26: the lean issue with y read from global memory, at depths 3 and 4 (depth 4 and the copy
             // of y do not fit 48 KB), to tell y's copy from the ring's depth now that the kernel waits on memory again
-            add_stream(std::integral_constant<int, 3>{}, std::false_type{}, std::true_type{}, runs);
-            add_stream(std::integral_constant<int, 4>{}, std::false_type{}, std::true_type{}, runs);
+            add_stream(std::integral_constant<int, 3>{}, std::false_type{}, std::true_type{}, runs, four);
+            add_stream(std::integral_constant<int, 4>{}, std::false_type{}, std::true_type{}, runs, four);
 #if defined(FUSEKIT_STREAM_INTERLEAVED)
             // after session 27: rows dealt to the warps in turn, with and without the copy of y
-            add_stream(std::integral_constant<int, 3>{}, std::true_type{}, std::true_type{}, std::true_type{});
-            add_stream(std::integral_constant<int, 3>{}, std::false_type{}, std::true_type{}, std::true_type{});
+            add_stream(std::integral_constant<int, 3>{}, std::true_type{}, std::true_type{}, std::true_type{}, four);
+            add_stream(std::integral_constant<int, 3>{}, std::false_type{}, std::true_type{}, std::true_type{}, four);
+#endif
+#if defined(FUSEKIT_STREAM_CTAS)
+            // ... and at 5 CTAs per SM (plan's with fusion-5-stream-sm-five-ctas)
+            const std::integral_constant<int, 5> five{};
+            add_stream(std::integral_constant<int, 3>{}, std::true_type{}, std::true_type{}, std::true_type{}, five);
+            add_stream(std::integral_constant<int, 3>{}, std::false_type{}, std::true_type{}, std::true_type{}, five);
 #endif
 #elif defined(FUSEKIT_STREAM_Y_SHARED)
             // fusion-5-stock-y-shared: the kernel before it (y read from global memory per part) at depths 3 and 4,
