@@ -15,9 +15,13 @@ from .conftest import REPO
 SCRIPT = REPO / "scripts" / "h200_session.sh"
 
 
-def _run(batch: Path, step: str, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
+def _run(batch: Path, step: str, env: dict[str, str], *args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        ["bash", str(SCRIPT), str(batch), step], capture_output=True, text=True, env={**os.environ, **env}, timeout=120
+        ["bash", str(SCRIPT), str(batch), step, *args],
+        capture_output=True,
+        text=True,
+        env={**os.environ, **env},
+        timeout=120,
     )
 
 
@@ -318,9 +322,7 @@ def test_an_arm_is_evaluated_when_its_variant_was_built_and_a_missing_build_is_n
 def test_poll_on_a_fresh_host_says_so_at_once(tmp_path: Path) -> None:
     """Session 27 lost 219 s of device time: its second call reached a fresh machine, and poll waited out the whole
     limit for a session that was never started there."""
-    polled = subprocess.run(
-        ["bash", str(SCRIPT), str(tmp_path / "b"), "poll", "300"], capture_output=True, text=True, timeout=60
-    )
+    polled = _run(tmp_path / "b", "poll", {}, "300")
     assert polled.returncode == 3 and "no session was started" in polled.stdout, polled.stdout + polled.stderr
 
 
@@ -331,7 +333,5 @@ def test_poll_stops_when_the_session_process_is_gone(tmp_path: Path) -> None:
     gone = subprocess.run(["bash", "-c", "echo $$"], capture_output=True, text=True).stdout.strip()
     (logs / "session.pid").write_text(gone + "\n")
     (logs / "session.log").write_text("== setup\n")
-    polled = subprocess.run(
-        ["bash", str(SCRIPT), str(tmp_path / "b"), "poll", "300"], capture_output=True, text=True, timeout=60
-    )
+    polled = _run(tmp_path / "b", "poll", {}, "300")
     assert polled.returncode == 0 and f"SESSION GONE: its process {gone}" in polled.stdout, polled.stdout
