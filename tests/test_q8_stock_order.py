@@ -1,7 +1,7 @@
 """The summation order of the experiments fusion-5-stock-order, fusion-5-stock-ordered-tiles, fusion-5-stock-streamed,
 fusion-5-stock-whole-blocks, fusion-5-stock-wider-stream and fusion-5-stock-y-shared on the CPU:
 tests/cpp/q8_stock_order_test.cu, compiled against fusekit-q8-gemv.cuh as they, fusion-5-stream-lean-issue,
-fusion-5-stream-rows-in-turn and fusion-5-stream-sm-five-ctas leave it
+fusion-5-stream-rows-in-turn and fusion-5-stream-slot-addresses leave it
 on stack-1-5-grouped-f32,
 runs the header's segments, part reads and part dot products in the kernels' data flows (a warp standing in for some
 of MMVQ's warps at splits 1, 2, 4, a lane taking one part per stood-in warp or whole blocks; one warp per row by tile;
@@ -33,7 +33,7 @@ WIDER = REPO / "patches" / "experiments" / "fusion-5-stock-wider-stream.patch"  
 Y_SHARED = REPO / "patches" / "experiments" / "fusion-5-stock-y-shared.patch"  # the stream kernel's y in shared memory
 LEAN = REPO / "patches" / "experiments" / "fusion-5-stream-lean-issue.patch"  # its copies' addresses made incrementally
 INTERLEAVED = REPO / "patches" / "experiments" / "fusion-5-stream-rows-in-turn.patch"  # rows dealt to warps in turn
-FIVE_CTAS = REPO / "patches" / "experiments" / "fusion-5-stream-sm-five-ctas.patch"  # 5 CTAs per SM
+SLOTS = REPO / "patches" / "experiments" / "fusion-5-stream-slot-addresses.patch"  # the ring's addresses in registers
 DISPATCH = REPO / "tests" / "cpp" / "q8_stream_dispatch_test.cu"
 PROGRAM = REPO / "tests" / "cpp" / "q8_stock_order_test.cu"
 KERNELS = REPO / "kernels"  # standalone.cuh
@@ -58,7 +58,7 @@ def order_program(pinned_home: Path, tmp_path_factory: pytest.TempPathFactory) -
     work = tmp_path_factory.mktemp("stock-order")
     fusekit(pinned_home, "reset")
     try:
-        experiments = (PATCH, TILES, STREAM, WHOLE, WIDER, Y_SHARED, LEAN, INTERLEAVED, FIVE_CTAS)
+        experiments = (PATCH, TILES, STREAM, WHOLE, WIDER, Y_SHARED, LEAN, INTERLEAVED, SLOTS)
         fusekit(pinned_home, "apply", "stack-1-5-grouped-f32", *map(str, experiments))
         tree = Path(json.loads(fusekit(pinned_home, "status", "--json"))["tree"])
         shutil.copy(tree / HEADER, work / Path(HEADER).name)
@@ -68,12 +68,12 @@ def order_program(pinned_home: Path, tmp_path_factory: pytest.TempPathFactory) -
         cmd = [str(NVCC), "-c", "-O3", "-std=c++17", "-use_fast_math", "-arch=sm_90", f"-I{work}", f"-I{KERNELS}"]
         compiled = subprocess.run([*cmd, "-o", str(work / "gpu.o"), str(source)], capture_output=True, text=True)
         assert compiled.returncode == 0, compiled.stderr[-3000:]
-    # the header without fusion-5-stream-sm-five-ctas, fusion-5-stream-rows-in-turn, fusion-5-stream-lean-issue,
+    # the header without fusion-5-stream-slot-addresses, fusion-5-stream-rows-in-turn, fusion-5-stream-lean-issue,
     # fusion-5-stock-y-shared and fusion-5-stock-wider-stream, for the dispatch test's other side
     before = work / "before"
     (before / Path(HEADER).parent).mkdir(parents=True)
     shutil.copy(work / Path(HEADER).name, before / HEADER)
-    for patch in (FIVE_CTAS, INTERLEAVED, LEAN, Y_SHARED, WIDER):
+    for patch in (SLOTS, INTERLEAVED, LEAN, Y_SHARED, WIDER):
         reverse = ["git", "apply", "-R", f"--include={HEADER}", str(patch)]
         reversed_ = subprocess.run(reverse, cwd=before, capture_output=True, text=True)
         assert reversed_.returncode == 0, reversed_.stderr

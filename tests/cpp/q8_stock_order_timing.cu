@@ -240,23 +240,32 @@ int main(int argc, char ** argv) {
             // them with contiguous runs of rows per warp (the kernels before it), then the lean ones with rows dealt
             // to the warps in turn; with fusion-5-stream-sm-five-ctas, all of them at 4 CTAs per SM, then the interleaved
             // ones at 5
-            const auto add_stream = [&](auto tag, auto y_tag, auto lean_tag, auto interleave_tag, auto ctas_tag) {
+            const auto add_stream = [&](auto tag, auto y_tag, auto lean_tag, auto interleave_tag, auto ctas_tag,
+                                        auto slots_tag) {
                 constexpr int  D = decltype(tag)::value;
                 constexpr bool Y = decltype(y_tag)::value;
                 constexpr bool L = decltype(lean_tag)::value;
                 constexpr bool I = decltype(interleave_tag)::value;
                 constexpr int  C = decltype(ctas_tag)::value;
+                constexpr bool S = decltype(slots_tag)::value;
                 if (Y && s.nblocks > kStreamYBlocks) {
                     return;
                 }
-#if defined(FUSEKIT_STREAM_CTAS)
+#if defined(FUSEKIT_STREAM_SLOT_ADDRESSES)
+                static_assert(C == kStreamCtasPerSm, "fusion-5-stream-slot-addresses applies without fusion-5-stream-sm-five-ctas");
+                const Launch l = s.w == Weights::q4_0 ? plan_stream<PlainHooks, Weights::q4_0, D, Y, L, I, S>(p, sm_count)
+                                                      : plan_stream<PlainHooks, Weights::q8_0, D, Y, L, I, S>(p, sm_count);
+#elif defined(FUSEKIT_STREAM_CTAS)
+                static_assert(!S, "slot addresses need fusion-5-stream-slot-addresses");
                 const Launch l = s.w == Weights::q4_0 ? plan_stream<PlainHooks, Weights::q4_0, D, Y, L, I, C>(p, sm_count)
                                                       : plan_stream<PlainHooks, Weights::q8_0, D, Y, L, I, C>(p, sm_count);
 #elif defined(FUSEKIT_STREAM_INTERLEAVED)
+                static_assert(!S, "slot addresses need fusion-5-stream-slot-addresses");
                 static_assert(C == kStreamCtasPerSm, "another CTA count needs fusion-5-stream-sm-five-ctas");
                 const Launch l = s.w == Weights::q4_0 ? plan_stream<PlainHooks, Weights::q4_0, D, Y, L, I>(p, sm_count)
                                                       : plan_stream<PlainHooks, Weights::q8_0, D, Y, L, I>(p, sm_count);
 #else
+                static_assert(!S, "slot addresses need fusion-5-stream-slot-addresses");
                 static_assert(!I, "rows dealt in turn need fusion-5-stream-rows-in-turn");
                 static_assert(C == kStreamCtasPerSm, "another CTA count needs fusion-5-stream-sm-five-ctas");
                 const Launch l = s.w == Weights::q4_0 ? plan_stream<PlainHooks, Weights::q4_0, D, Y, L>(p, sm_count)
@@ -264,29 +273,38 @@ int main(int argc, char ** argv) {
 #endif
                 contenders.push_back({"mmvq order stream d" + std::to_string(D) + (Y ? " y-shared" : "") +
                                           (L ? " lean" : "") + (I ? " interleaved" : "") +
-                                          (C != kStreamCtasPerSm ? " " + std::to_string(C) + " ctas" : ""),
+                                          (C != kStreamCtasPerSm ? " " + std::to_string(C) + " ctas" : "") +
+                                          (S ? " slots" : ""),
                                       l.kernel, l.grid});
             };
             const std::false_type                            runs{};  // contiguous runs of rows per warp
+            const std::false_type                            no_slots{};  // addresses made per issue, as before
             const std::integral_constant<int, kStreamCtasPerSm> four{};  // the grid and register bound before
-            add_stream(std::integral_constant<int, 3>{}, std::false_type{}, std::false_type{}, runs, four);
-            add_stream(std::integral_constant<int, 3>{}, std::true_type{}, std::false_type{}, runs, four);
-            add_stream(std::integral_constant<int, 3>{}, std::true_type{}, std::true_type{}, runs, four);
-            add_stream(std::integral_constant<int, 4>{}, std::false_type{}, std::false_type{}, runs, four);
+            add_stream(std::integral_constant<int, 3>{}, std::false_type{}, std::false_type{}, runs, four, no_slots);
+            add_stream(std::integral_constant<int, 3>{}, std::true_type{}, std::false_type{}, runs, four, no_slots);
+            add_stream(std::integral_constant<int, 3>{}, std::true_type{}, std::true_type{}, runs, four, no_slots);
+            add_stream(std::integral_constant<int, 4>{}, std::false_type{}, std::false_type{}, runs, four, no_slots);
             // after session 26: the lean issue with y read from global memory, at depths 3 and 4 (depth 4 and the copy
             // of y do not fit 48 KB), to tell y's copy from the ring's depth now that the kernel waits on memory again
-            add_stream(std::integral_constant<int, 3>{}, std::false_type{}, std::true_type{}, runs, four);
-            add_stream(std::integral_constant<int, 4>{}, std::false_type{}, std::true_type{}, runs, four);
+            add_stream(std::integral_constant<int, 3>{}, std::false_type{}, std::true_type{}, runs, four, no_slots);
+            add_stream(std::integral_constant<int, 4>{}, std::false_type{}, std::true_type{}, runs, four, no_slots);
 #if defined(FUSEKIT_STREAM_INTERLEAVED)
             // after session 27: rows dealt to the warps in turn, with and without the copy of y
-            add_stream(std::integral_constant<int, 3>{}, std::true_type{}, std::true_type{}, std::true_type{}, four);
-            add_stream(std::integral_constant<int, 3>{}, std::false_type{}, std::true_type{}, std::true_type{}, four);
+            add_stream(std::integral_constant<int, 3>{}, std::true_type{}, std::true_type{}, std::true_type{}, four, no_slots);
+            add_stream(std::integral_constant<int, 3>{}, std::false_type{}, std::true_type{}, std::true_type{}, four, no_slots);
+#endif
+#if defined(FUSEKIT_STREAM_SLOT_ADDRESSES)
+            // after session 28: the interleaved lean kernel with its ring's shared addresses kept in registers
+            add_stream(std::integral_constant<int, 3>{}, std::true_type{}, std::true_type{}, std::true_type{}, four,
+                       std::true_type{});
+            add_stream(std::integral_constant<int, 3>{}, std::false_type{}, std::true_type{}, std::true_type{}, four,
+                       std::true_type{});
 #endif
 #if defined(FUSEKIT_STREAM_CTAS)
             // ... and at 5 CTAs per SM (plan's with fusion-5-stream-sm-five-ctas)
             const std::integral_constant<int, 5> five{};
-            add_stream(std::integral_constant<int, 3>{}, std::true_type{}, std::true_type{}, std::true_type{}, five);
-            add_stream(std::integral_constant<int, 3>{}, std::false_type{}, std::true_type{}, std::true_type{}, five);
+            add_stream(std::integral_constant<int, 3>{}, std::true_type{}, std::true_type{}, std::true_type{}, five, no_slots);
+            add_stream(std::integral_constant<int, 3>{}, std::false_type{}, std::true_type{}, std::true_type{}, five, no_slots);
 #endif
 #elif defined(FUSEKIT_STREAM_Y_SHARED)
             // fusion-5-stock-y-shared: the kernel before it (y read from global memory per part) at depths 3 and 4,
