@@ -4,8 +4,10 @@
 Reads the raw page as ncu writes it (a header row of metric names, a row of units, one row per kernel launch),
 plain or compressed (.gz, .xz), and prints one row per launch: what bounds a memory-bound kernel at a glance (time,
 issue activity, DRAM throughput, the two stall reasons that tell issue-bound from latency-bound, instructions).
+With --traffic, the memory traffic instead: sectors DRAM read, sectors L2 sent to L1 and the requests and hits
+behind them (an export made with those metrics in NCU_METRICS, as scripts/stock_order_gpu_check.sh takes them).
 
-    python3 scripts/ncu_raw_table.py results/<session>/ncu-raw.csv.xz [--json out.json]
+    python3 scripts/ncu_raw_table.py results/<session>/ncu-raw.csv.xz [--traffic] [--json out.json]
 """
 
 from __future__ import annotations
@@ -30,6 +32,16 @@ COLUMNS: tuple[tuple[str, str, float], ...] = (
     ("launch__registers_per_thread", "registers", 1.0),
 )
 
+# --traffic: where a kernel's bytes go between DRAM, L2 and L1 (sectors of 32 bytes, in millions)
+TRAFFIC: tuple[tuple[str, str, float], ...] = (
+    ("gpu__time_duration.sum", "µs", 1.0),
+    ("dram__sectors_read.sum", "DRAM sectors read (M)", 1e-6),
+    ("l1tex__m_xbar2l1tex_read_sectors.sum", "L2 to L1 sectors (M)", 1e-6),
+    ("lts__t_requests_srcunit_tex_op_read.sum", "L1 read requests at L2 (M)", 1e-6),
+    ("lts__t_sectors_srcunit_tex_op_read_lookup_hit.sum", "L2 hit sectors (M)", 1e-6),
+    ("smsp__inst_executed.sum", "warp instructions (M)", 1e-6),
+)
+
 
 class RawPageError(ValueError):
     """The file is not an ncu raw page with the metrics this table needs."""
@@ -45,12 +57,14 @@ def read_rows(path: Path) -> list[list[str]]:
     return list(csv.reader(io.StringIO(data.decode("utf-8"))))
 
 
-def kernel_table(rows: list[list[str]]) -> list[dict[str, object]]:
-    """One record per kernel launch: its short name, grid and the COLUMNS' values (None where ncu left one out)."""
+def kernel_table(
+    rows: list[list[str]], columns: tuple[tuple[str, str, float], ...] = COLUMNS
+) -> list[dict[str, object]]:
+    """One record per kernel launch: its short name, grid and the columns' values (None where ncu left one out)."""
     if len(rows) < 3 or "Kernel Name" not in rows[0]:
         raise RawPageError("no 'Kernel Name' column and launch rows: not an ncu --page raw export")
     col = {name: i for i, name in enumerate(rows[0])}
-    if not any(metric in col for metric, _, _ in COLUMNS):
+    if not any(metric in col for metric, _, _ in columns):
         raise RawPageError("none of the table's metrics is in this export")
     records = []
     for launch, row in enumerate(rows[2:]):
@@ -58,16 +72,16 @@ def kernel_table(rows: list[list[str]]) -> list[dict[str, object]]:
         record: dict[str, object] = {"launch": launch, "kernel": name.split("(")[0].strip()}
         if "Grid Size" in col:
             record["grid"] = row[col["Grid Size"]]
-        for metric, title, scale in COLUMNS:
+        for metric, title, scale in columns:
             text = row[col[metric]].replace(",", "") if metric in col else ""
             record[title] = round(float(text) * scale, 3) if text else None
         records.append(record)
     return records
 
 
-def markdown(records: list[dict[str, object]]) -> str:
+def markdown(records: list[dict[str, object]], columns: tuple[tuple[str, str, float], ...] = COLUMNS) -> str:
     """The records as a Markdown table."""
-    titles = [title for _, title, _ in COLUMNS]
+    titles = [title for _, title, _ in columns]
     lines = ["| launch | kernel | grid | " + " | ".join(titles) + " |", "|---" * (3 + len(titles)) + "|"]
     for r in records:
         values = ["-" if r[t] is None else f"{r[t]:.1f}" for t in titles]
@@ -79,13 +93,15 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("raw", type=Path, help="ncu --csv --page raw output (.csv, .csv.gz or .csv.xz)")
     parser.add_argument("--json", type=Path, help="also write the records as JSON here")
+    parser.add_argument("--traffic", action="store_true", help="the memory-traffic columns instead (TRAFFIC)")
     args = parser.parse_args(argv)
+    columns = TRAFFIC if args.traffic else COLUMNS
     try:
-        records = kernel_table(read_rows(args.raw))
+        records = kernel_table(read_rows(args.raw), columns)
     except (OSError, ValueError, lzma.LZMAError) as err:  # ValueError: RawPageError, bad numbers, bad text
         print(f"ncu_raw_table: {args.raw}: {err}", file=sys.stderr)
         return 1
-    print(markdown(records))
+    print(markdown(records, columns))
     if args.json:
         args.json.write_text(json.dumps({"source": str(args.raw), "kernels": records}, indent=1) + "\n")
     return 0

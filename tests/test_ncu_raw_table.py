@@ -13,6 +13,7 @@ from .conftest import REPO
 
 SCRIPT = REPO / "scripts" / "ncu_raw_table.py"
 COMMITTED = REPO / "results" / "h200-2026-12-03-session26b-lean-issue-check" / "ncu-raw.csv.xz"
+TRAFFIC = REPO / "results" / "h200-2026-12-04-session28-l2-sectors" / "ncu-raw.csv.xz"  # made with the traffic metrics
 
 RAW = (
     '"ID","Kernel Name","Grid Size","gpu__time_duration.sum","smsp__issue_active.avg.pct_of_peak_sustained_active",'
@@ -44,6 +45,19 @@ def test_the_committed_session_26b_export_reads(tmp_path: Path) -> None:
     done = _run(str(COMMITTED))
     assert done.returncode == 0, done.stderr
     assert done.stdout.count("q8_gemv_stream_mmvq_kernel") == 4 and "stream_read_kernel" in done.stdout
+
+
+def test_traffic_columns_from_the_committed_session_28_export(tmp_path: Path) -> None:
+    """--traffic: the plain read moves exactly its 16.89 M sectors from L2 to L1; the stream kernels 25.34 M."""
+    done = _run(str(TRAFFIC), "--traffic", "--json", str(tmp_path / "t.json"))
+    assert done.returncode == 0, done.stderr
+    records = json.loads((tmp_path / "t.json").read_text())["kernels"]
+    plain = [r for r in records if r["kernel"] == "stream_read_kernel"]
+    streams = [r for r in records if "q8_gemv_stream_mmvq_kernel" in str(r["kernel"])]
+    assert len(plain) == 1 and len(streams) == 10
+    assert plain[0]["L2 to L1 sectors (M)"] == plain[0]["DRAM sectors read (M)"] == 16.886
+    assert all(r["L2 to L1 sectors (M)"] == 25.338 for r in streams[-2:])
+    assert "| issue active % |" not in done.stdout and "| L2 hit sectors (M) |" in done.stdout
 
 
 def test_a_file_that_is_not_a_raw_page_fails_in_one_line(tmp_path: Path) -> None:
