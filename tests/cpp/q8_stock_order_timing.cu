@@ -238,73 +238,84 @@ int main(int argc, char ** argv) {
             // one before that (y from global memory) at depth 3, against the lean one; depth 4 as before; then the
             // lean issue without the copy of y at depths 3 and 4; with fusion-5-stream-rows-in-turn, every one of
             // them with contiguous runs of rows per warp (the kernels before it), then the lean ones with rows dealt
-            // to the warps in turn; with fusion-5-stream-sm-five-ctas, all of them at 4 CTAs per SM, then the interleaved
-            // ones at 5
+            // to the warps in turn; with fusion-5-stream-slot-addresses, the interleaved lean ones with their ring's
+            // addresses in registers; with fusion-5-stream-tma-copies, those with each other copy instruction. Every
+            // contender at 4 CTAs per SM (session 28 measured 5 slower and removed that experiment).
             const auto add_stream = [&](auto tag, auto y_tag, auto lean_tag, auto interleave_tag, auto ctas_tag,
-                                        auto slots_tag) {
+                                        auto slots_tag, auto copy_tag) {
                 constexpr int  D = decltype(tag)::value;
                 constexpr bool Y = decltype(y_tag)::value;
                 constexpr bool L = decltype(lean_tag)::value;
                 constexpr bool I = decltype(interleave_tag)::value;
                 constexpr int  C = decltype(ctas_tag)::value;
                 constexpr bool S = decltype(slots_tag)::value;
+                constexpr int  K = decltype(copy_tag)::value;  // fusion-5-stream-tma-copies' StreamCopy, 0: hinted
                 if (Y && s.nblocks > kStreamYBlocks) {
                     return;
                 }
-#if defined(FUSEKIT_STREAM_SLOT_ADDRESSES)
-                static_assert(C == kStreamCtasPerSm, "fusion-5-stream-slot-addresses applies without fusion-5-stream-sm-five-ctas");
+#if defined(FUSEKIT_STREAM_TMA_COPIES)
+                static_assert(C == kStreamCtasPerSm, "4 CTAs per SM (5 was session 28's fusion-5-stream-sm-five-ctas, removed)");
+                constexpr StreamCopy copy = static_cast<StreamCopy>(K);
+                const Launch l = s.w == Weights::q4_0 ? plan_stream<PlainHooks, Weights::q4_0, D, Y, L, I, S, copy>(p, sm_count)
+                                                      : plan_stream<PlainHooks, Weights::q8_0, D, Y, L, I, S, copy>(p, sm_count);
+#elif defined(FUSEKIT_STREAM_SLOT_ADDRESSES)
+                static_assert(K == 0, "other copies need fusion-5-stream-tma-copies");
+                static_assert(C == kStreamCtasPerSm, "4 CTAs per SM (5 was session 28's fusion-5-stream-sm-five-ctas, removed)");
                 const Launch l = s.w == Weights::q4_0 ? plan_stream<PlainHooks, Weights::q4_0, D, Y, L, I, S>(p, sm_count)
                                                       : plan_stream<PlainHooks, Weights::q8_0, D, Y, L, I, S>(p, sm_count);
-#elif defined(FUSEKIT_STREAM_CTAS)
-                static_assert(!S, "slot addresses need fusion-5-stream-slot-addresses");
-                const Launch l = s.w == Weights::q4_0 ? plan_stream<PlainHooks, Weights::q4_0, D, Y, L, I, C>(p, sm_count)
-                                                      : plan_stream<PlainHooks, Weights::q8_0, D, Y, L, I, C>(p, sm_count);
 #elif defined(FUSEKIT_STREAM_INTERLEAVED)
                 static_assert(!S, "slot addresses need fusion-5-stream-slot-addresses");
-                static_assert(C == kStreamCtasPerSm, "another CTA count needs fusion-5-stream-sm-five-ctas");
+                static_assert(C == kStreamCtasPerSm, "4 CTAs per SM (5 was session 28's fusion-5-stream-sm-five-ctas, removed)");
                 const Launch l = s.w == Weights::q4_0 ? plan_stream<PlainHooks, Weights::q4_0, D, Y, L, I>(p, sm_count)
                                                       : plan_stream<PlainHooks, Weights::q8_0, D, Y, L, I>(p, sm_count);
 #else
                 static_assert(!S, "slot addresses need fusion-5-stream-slot-addresses");
                 static_assert(!I, "rows dealt in turn need fusion-5-stream-rows-in-turn");
-                static_assert(C == kStreamCtasPerSm, "another CTA count needs fusion-5-stream-sm-five-ctas");
+                static_assert(C == kStreamCtasPerSm, "4 CTAs per SM (5 was session 28's fusion-5-stream-sm-five-ctas, removed)");
                 const Launch l = s.w == Weights::q4_0 ? plan_stream<PlainHooks, Weights::q4_0, D, Y, L>(p, sm_count)
                                                       : plan_stream<PlainHooks, Weights::q8_0, D, Y, L>(p, sm_count);
 #endif
                 contenders.push_back({"mmvq order stream d" + std::to_string(D) + (Y ? " y-shared" : "") +
                                           (L ? " lean" : "") + (I ? " interleaved" : "") +
                                           (C != kStreamCtasPerSm ? " " + std::to_string(C) + " ctas" : "") +
-                                          (S ? " slots" : ""),
+                                          (S ? " slots" : "") + (K == 1 ? " plain copies" : K == 2 ? " l1 copies" : K == 3 ? " bulk copies" : ""),
                                       l.kernel, l.grid});
             };
             const std::false_type                            runs{};  // contiguous runs of rows per warp
             const std::false_type                            no_slots{};  // addresses made per issue, as before
+            const std::integral_constant<int, 0>             hinted{};    // cp.async.cg with the L2 hint, as before
             const std::integral_constant<int, kStreamCtasPerSm> four{};  // the grid and register bound before
-            add_stream(std::integral_constant<int, 3>{}, std::false_type{}, std::false_type{}, runs, four, no_slots);
-            add_stream(std::integral_constant<int, 3>{}, std::true_type{}, std::false_type{}, runs, four, no_slots);
-            add_stream(std::integral_constant<int, 3>{}, std::true_type{}, std::true_type{}, runs, four, no_slots);
-            add_stream(std::integral_constant<int, 4>{}, std::false_type{}, std::false_type{}, runs, four, no_slots);
+            add_stream(std::integral_constant<int, 3>{}, std::false_type{}, std::false_type{}, runs, four, no_slots, hinted);
+            add_stream(std::integral_constant<int, 3>{}, std::true_type{}, std::false_type{}, runs, four, no_slots, hinted);
+            add_stream(std::integral_constant<int, 3>{}, std::true_type{}, std::true_type{}, runs, four, no_slots, hinted);
+            add_stream(std::integral_constant<int, 4>{}, std::false_type{}, std::false_type{}, runs, four, no_slots, hinted);
             // after session 26: the lean issue with y read from global memory, at depths 3 and 4 (depth 4 and the copy
             // of y do not fit 48 KB), to tell y's copy from the ring's depth now that the kernel waits on memory again
-            add_stream(std::integral_constant<int, 3>{}, std::false_type{}, std::true_type{}, runs, four, no_slots);
-            add_stream(std::integral_constant<int, 4>{}, std::false_type{}, std::true_type{}, runs, four, no_slots);
+            add_stream(std::integral_constant<int, 3>{}, std::false_type{}, std::true_type{}, runs, four, no_slots, hinted);
+            add_stream(std::integral_constant<int, 4>{}, std::false_type{}, std::true_type{}, runs, four, no_slots, hinted);
 #if defined(FUSEKIT_STREAM_INTERLEAVED)
             // after session 27: rows dealt to the warps in turn, with and without the copy of y
-            add_stream(std::integral_constant<int, 3>{}, std::true_type{}, std::true_type{}, std::true_type{}, four, no_slots);
-            add_stream(std::integral_constant<int, 3>{}, std::false_type{}, std::true_type{}, std::true_type{}, four, no_slots);
+            add_stream(std::integral_constant<int, 3>{}, std::true_type{}, std::true_type{}, std::true_type{}, four, no_slots, hinted);
+            add_stream(std::integral_constant<int, 3>{}, std::false_type{}, std::true_type{}, std::true_type{}, four, no_slots, hinted);
 #endif
 #if defined(FUSEKIT_STREAM_SLOT_ADDRESSES)
             // after session 28: the interleaved lean kernel with its ring's shared addresses kept in registers
             add_stream(std::integral_constant<int, 3>{}, std::true_type{}, std::true_type{}, std::true_type{}, four,
-                       std::true_type{});
+                       std::true_type{}, hinted);
             add_stream(std::integral_constant<int, 3>{}, std::false_type{}, std::true_type{}, std::true_type{}, four,
-                       std::true_type{});
+                       std::true_type{}, hinted);
 #endif
-#if defined(FUSEKIT_STREAM_CTAS)
-            // ... and at 5 CTAs per SM (plan's with fusion-5-stream-sm-five-ctas)
-            const std::integral_constant<int, 5> five{};
-            add_stream(std::integral_constant<int, 3>{}, std::true_type{}, std::true_type{}, std::true_type{}, five, no_slots);
-            add_stream(std::integral_constant<int, 3>{}, std::false_type{}, std::true_type{}, std::true_type{}, five, no_slots);
+#if defined(FUSEKIT_STREAM_TMA_COPIES)
+            // after session 28's L2 traffic (1.5x the table's sectors from L2 to L1 with cp.async.cg and the hint): the
+            // same kernel without the hint, through L1, and with one bulk copy per tile (plan's on sm_90)
+            add_stream(std::integral_constant<int, 3>{}, std::true_type{}, std::true_type{}, std::true_type{}, four,
+                       std::true_type{}, std::integral_constant<int, 1>{});
+            add_stream(std::integral_constant<int, 3>{}, std::true_type{}, std::true_type{}, std::true_type{}, four,
+                       std::true_type{}, std::integral_constant<int, 2>{});
+            add_stream(std::integral_constant<int, 3>{}, std::true_type{}, std::true_type{}, std::true_type{}, four,
+                       std::true_type{}, std::integral_constant<int, 3>{});
+            add_stream(std::integral_constant<int, 3>{}, std::false_type{}, std::true_type{}, std::true_type{}, four,
+                       std::true_type{}, std::integral_constant<int, 3>{});
 #endif
 #elif defined(FUSEKIT_STREAM_Y_SHARED)
             // fusion-5-stock-y-shared: the kernel before it (y read from global memory per part) at depths 3 and 4,
