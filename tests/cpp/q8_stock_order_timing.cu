@@ -317,6 +317,14 @@ int main(int argc, char ** argv) {
             add_stream(std::integral_constant<int, 3>{}, std::false_type{}, std::true_type{}, std::true_type{}, four,
                        std::true_type{}, std::integral_constant<int, 3>{});
 #endif
+#if defined(FUSEKIT_STREAM_VIA_L1)
+            // after session 29 (cp.async.ca moves the table's sectors once): the l1 copies with y read from global
+            // memory, at depths 3 and 4 (depth 4 and the copy of y do not fit 48 KB)
+            add_stream(std::integral_constant<int, 3>{}, std::false_type{}, std::true_type{}, std::true_type{}, four,
+                       std::true_type{}, std::integral_constant<int, 2>{});
+            add_stream(std::integral_constant<int, 4>{}, std::false_type{}, std::true_type{}, std::true_type{}, four,
+                       std::true_type{}, std::integral_constant<int, 2>{});
+#endif
 #elif defined(FUSEKIT_STREAM_Y_SHARED)
             // fusion-5-stock-y-shared: the kernel before it (y read from global memory per part) at depths 3 and 4,
             // against the one that reads the CTA's copy in shared memory (depth 3: the ring and the copy fit 48 KB)
