@@ -403,7 +403,9 @@ case "$STEP" in
     ;;
   kernels)  # standalone kernels not (yet) in the stack: fusion-4's passes, the conv window of fusion-2-conv-window,
     # the GLU output's q8_1 hand-offs (#7); check, sabotage, timing of each; then fla's chunked kernel at fusion-4's
-    # shapes (its reference). KERNEL_PROGRAMS="chunked_gdn" runs only those programs (kernels/<name>_check.cu)
+    # shapes (its reference). KERNEL_PROGRAMS="chunked_gdn" runs only those programs (kernels/<name>_check.cu);
+    # FLA_REFERENCE=0 skips fla's timing (it runs during the builds, on the GPU a standalone timing started beside the
+    # session also uses: session 29's first call shared it)
     use_fusekit
     smi kernels
     for program in ${KERNEL_PROGRAMS:-chunked_gdn conv_window glu_handoff}; do
@@ -415,7 +417,7 @@ case "$STEP" in
         | tee "$B/logs/$name-sabotage.log" || true
       if [[ $program == chunked_gdn ]]; then ncu_chunked_gdn "$B/bin/${program}_check"; fi
     done
-    fla_reference
+    [[ "${FLA_REFERENCE:-1}" == 0 ]] || fla_reference
     smi kernels
     ;;
   variants)  # what start builds besides stock
