@@ -241,6 +241,12 @@ int main(int argc, char ** argv) {
             // to the warps in turn; with fusion-5-stream-slot-addresses, the interleaved lean ones with their ring's
             // addresses in registers; with fusion-5-stream-tma-copies, those with each other copy instruction. Every
             // contender at 4 CTAs per SM (session 28 measured 5 slower and removed that experiment).
+            // the contender's name for fusion-5-stream-tma-copies' StreamCopy K (and fusion-5-stream-with-l2-hints')
+            const auto copy_name = [](int K) -> std::string {
+                static const char * const names[] = {"", " plain copies", " l1 copies", " bulk copies",
+                                                     " l1 hinted copies", " l1 l2-128 copies", " l1 l2-256 copies"};
+                return names[K];
+            };
             const auto add_stream = [&](auto tag, auto y_tag, auto lean_tag, auto interleave_tag, auto ctas_tag,
                                         auto slots_tag, auto copy_tag) {
                 constexpr int  D = decltype(tag)::value;
@@ -278,7 +284,7 @@ int main(int argc, char ** argv) {
                 contenders.push_back({"mmvq order stream d" + std::to_string(D) + (Y ? " y-shared" : "") +
                                           (L ? " lean" : "") + (I ? " interleaved" : "") +
                                           (C != kStreamCtasPerSm ? " " + std::to_string(C) + " ctas" : "") +
-                                          (S ? " slots" : "") + (K == 1 ? " plain copies" : K == 2 ? " l1 copies" : K == 3 ? " bulk copies" : ""),
+                                          (S ? " slots" : "") + copy_name(K),
                                       l.kernel, l.grid});
             };
             const std::false_type                            runs{};  // contiguous runs of rows per warp
@@ -324,6 +330,16 @@ int main(int argc, char ** argv) {
                        std::true_type{}, std::integral_constant<int, 2>{});
             add_stream(std::integral_constant<int, 4>{}, std::false_type{}, std::true_type{}, std::true_type{}, four,
                        std::true_type{}, std::integral_constant<int, 2>{});
+#endif
+#if defined(FUSEKIT_STREAM_WITH_L2_HINTS)
+            // after session 29: the l1 copies (with y's copy) with the evict-first policy, and asking L2 for 128 or 256
+            // bytes per request
+            add_stream(std::integral_constant<int, 3>{}, std::true_type{}, std::true_type{}, std::true_type{}, four,
+                       std::true_type{}, std::integral_constant<int, 4>{});
+            add_stream(std::integral_constant<int, 3>{}, std::true_type{}, std::true_type{}, std::true_type{}, four,
+                       std::true_type{}, std::integral_constant<int, 5>{});
+            add_stream(std::integral_constant<int, 3>{}, std::true_type{}, std::true_type{}, std::true_type{}, four,
+                       std::true_type{}, std::integral_constant<int, 6>{});
 #endif
 #elif defined(FUSEKIT_STREAM_Y_SHARED)
             // fusion-5-stock-y-shared: the kernel before it (y read from global memory per part) at depths 3 and 4,
