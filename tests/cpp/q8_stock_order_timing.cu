@@ -305,41 +305,38 @@ int main(int argc, char ** argv) {
             add_stream(std::integral_constant<int, 3>{}, std::false_type{}, std::true_type{}, std::true_type{}, four, no_slots, hinted);
 #endif
 #if defined(FUSEKIT_STREAM_SLOT_ADDRESSES)
+            // the interleaved lean kernel with its ring's addresses in registers, at depth D, with or without y's copy,
+            // copying with fusion-5-stream-tma-copies' StreamCopy (hinted before it)
+            const auto add_slots = [&](auto depth_tag, auto y_tag, auto copy_tag) {
+                add_stream(depth_tag, y_tag, std::true_type{}, std::true_type{}, four, std::true_type{}, copy_tag);
+            };
+            const std::integral_constant<int, 3> d3{};
+            const std::true_type                 y_copied{};
+            const std::false_type                y_global{};
             // after session 28: the interleaved lean kernel with its ring's shared addresses kept in registers
-            add_stream(std::integral_constant<int, 3>{}, std::true_type{}, std::true_type{}, std::true_type{}, four,
-                       std::true_type{}, hinted);
-            add_stream(std::integral_constant<int, 3>{}, std::false_type{}, std::true_type{}, std::true_type{}, four,
-                       std::true_type{}, hinted);
+            add_slots(d3, y_copied, hinted);
+            add_slots(d3, y_global, hinted);
 #endif
 #if defined(FUSEKIT_STREAM_TMA_COPIES)
             // after session 28's L2 traffic (1.5x the table's sectors from L2 to L1 with cp.async.cg and the hint): the
             // same kernel without the hint, through L1, and with one bulk copy per tile (plan's on sm_90)
-            add_stream(std::integral_constant<int, 3>{}, std::true_type{}, std::true_type{}, std::true_type{}, four,
-                       std::true_type{}, std::integral_constant<int, 1>{});
-            add_stream(std::integral_constant<int, 3>{}, std::true_type{}, std::true_type{}, std::true_type{}, four,
-                       std::true_type{}, std::integral_constant<int, 2>{});
-            add_stream(std::integral_constant<int, 3>{}, std::true_type{}, std::true_type{}, std::true_type{}, four,
-                       std::true_type{}, std::integral_constant<int, 3>{});
-            add_stream(std::integral_constant<int, 3>{}, std::false_type{}, std::true_type{}, std::true_type{}, four,
-                       std::true_type{}, std::integral_constant<int, 3>{});
+            add_slots(d3, y_copied, std::integral_constant<int, 1>{});
+            add_slots(d3, y_copied, std::integral_constant<int, 2>{});
+            add_slots(d3, y_copied, std::integral_constant<int, 3>{});
+            add_slots(d3, y_global, std::integral_constant<int, 3>{});
 #endif
 #if defined(FUSEKIT_STREAM_VIA_L1)
             // after session 29 (cp.async.ca moves the table's sectors once): the l1 copies with y read from global
             // memory, at depths 3 and 4 (depth 4 and the copy of y do not fit 48 KB)
-            add_stream(std::integral_constant<int, 3>{}, std::false_type{}, std::true_type{}, std::true_type{}, four,
-                       std::true_type{}, std::integral_constant<int, 2>{});
-            add_stream(std::integral_constant<int, 4>{}, std::false_type{}, std::true_type{}, std::true_type{}, four,
-                       std::true_type{}, std::integral_constant<int, 2>{});
+            add_slots(d3, y_global, std::integral_constant<int, 2>{});
+            add_slots(std::integral_constant<int, 4>{}, y_global, std::integral_constant<int, 2>{});
 #endif
 #if defined(FUSEKIT_STREAM_WITH_L2_HINTS)
             // after session 29: the l1 copies (with y's copy) with the evict-first policy, and asking L2 for 128 or 256
             // bytes per request
-            add_stream(std::integral_constant<int, 3>{}, std::true_type{}, std::true_type{}, std::true_type{}, four,
-                       std::true_type{}, std::integral_constant<int, 4>{});
-            add_stream(std::integral_constant<int, 3>{}, std::true_type{}, std::true_type{}, std::true_type{}, four,
-                       std::true_type{}, std::integral_constant<int, 5>{});
-            add_stream(std::integral_constant<int, 3>{}, std::true_type{}, std::true_type{}, std::true_type{}, four,
-                       std::true_type{}, std::integral_constant<int, 6>{});
+            add_slots(d3, y_copied, std::integral_constant<int, 4>{});
+            add_slots(d3, y_copied, std::integral_constant<int, 5>{});
+            add_slots(d3, y_copied, std::integral_constant<int, 6>{});
 #endif
 #elif defined(FUSEKIT_STREAM_Y_SHARED)
             // fusion-5-stock-y-shared: the kernel before it (y read from global memory per part) at depths 3 and 4,
