@@ -6,8 +6,9 @@ plain or compressed (.gz, .xz), and prints one row per launch: what bounds a mem
 issue activity, DRAM throughput, the two stall reasons that tell issue-bound from latency-bound, instructions).
 With --traffic, the memory traffic instead: sectors DRAM read, sectors L2 sent to L1 and the requests and hits
 behind them (an export made with those metrics in NCU_METRICS, as scripts/stock_order_gpu_check.sh takes them).
+With --stalls, where the warps wait: cycles stalled per issued instruction, by reason (the WarpStateStats section).
 
-    python3 scripts/ncu_raw_table.py results/<session>/ncu-raw.csv.xz [--traffic] [--json out.json]
+    python3 scripts/ncu_raw_table.py results/<session>/ncu-raw.csv.xz [--traffic | --stalls] [--json out.json]
 """
 
 from __future__ import annotations
@@ -40,6 +41,28 @@ TRAFFIC: tuple[tuple[str, str, float], ...] = (
     ("lts__t_requests_srcunit_tex_op_read.sum", "L1 read requests at L2 (M)", 1e-6),
     ("lts__t_sectors_srcunit_tex_op_read_lookup_hit.sum", "L2 hit sectors (M)", 1e-6),
     ("smsp__inst_executed.sum", "warp instructions (M)", 1e-6),
+)
+
+
+# --stalls: cycles a warp spends stalled per issued instruction, by reason (the ones a streaming kernel meets)
+STALL_REASONS = (
+    "long_scoreboard",  # waiting on global or local memory
+    "short_scoreboard",  # waiting on shared memory (and MUFU)
+    "mio_throttle",  # the shared-memory / LSU instruction queue is full
+    "lg_throttle",  # the global-memory instruction queue is full
+    "wait",  # fixed-latency waits, cp.async's wait groups among them
+    "barrier",
+    "math_pipe_throttle",
+    "not_selected",  # ready, another warp issued
+    "selected",
+)
+STALLS: tuple[tuple[str, str, float], ...] = (
+    ("gpu__time_duration.sum", "µs", 1.0),
+    ("smsp__issue_active.avg.pct_of_peak_sustained_active", "issue active %", 1.0),
+    *(
+        (f"smsp__average_warps_issue_stalled_{reason}_per_issue_active.ratio", reason.replace("_", " "), 1.0)
+        for reason in STALL_REASONS
+    ),
 )
 
 
@@ -93,9 +116,11 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("raw", type=Path, help="ncu --csv --page raw output (.csv, .csv.gz or .csv.xz)")
     parser.add_argument("--json", type=Path, help="also write the records as JSON here")
-    parser.add_argument("--traffic", action="store_true", help="the memory-traffic columns instead (TRAFFIC)")
+    view = parser.add_mutually_exclusive_group()
+    view.add_argument("--traffic", action="store_true", help="the memory-traffic columns instead (TRAFFIC)")
+    view.add_argument("--stalls", action="store_true", help="stall cycles per issued instruction by reason instead")
     args = parser.parse_args(argv)
-    columns = TRAFFIC if args.traffic else COLUMNS
+    columns = TRAFFIC if args.traffic else STALLS if args.stalls else COLUMNS
     try:
         records = kernel_table(read_rows(args.raw), columns)
     except (OSError, ValueError, lzma.LZMAError) as err:  # ValueError: RawPageError, bad numbers, bad text

@@ -14,6 +14,7 @@ from .conftest import REPO
 SCRIPT = REPO / "scripts" / "ncu_raw_table.py"
 COMMITTED = REPO / "results" / "h200-2026-12-03-session26b-lean-issue-check" / "ncu-raw.csv.xz"
 TRAFFIC = REPO / "results" / "h200-2026-12-04-session28-l2-sectors" / "ncu-raw.csv.xz"  # made with the traffic metrics
+L1_COPIES = REPO / "results" / "h200-2026-12-04-session29-via-l1-check" / "ncu-raw.csv.xz"  # copy kinds, stalls
 
 RAW = (
     '"ID","Kernel Name","Grid Size","gpu__time_duration.sum","smsp__issue_active.avg.pct_of_peak_sustained_active",'
@@ -58,6 +59,26 @@ def test_traffic_columns_from_the_committed_session_28_export(tmp_path: Path) ->
     assert plain[0]["L2 to L1 sectors (M)"] == plain[0]["DRAM sectors read (M)"] == 16.886
     assert all(r["L2 to L1 sectors (M)"] == 25.338 for r in streams[-2:])
     assert "| issue active % |" not in done.stdout and "| L2 hit sectors (M) |" in done.stdout
+
+
+def test_stall_columns_from_the_committed_session_29_export(tmp_path: Path) -> None:
+    """--stalls: with cp.async.ca (copy kind 2) the head's stream kernel waits on the shared-memory queue more than on
+    global memory; with cp.async.cg and the hint (kind 0) the other way round; the plain read waits on memory."""
+    done = _run(str(L1_COPIES), "--stalls", "--json", str(tmp_path / "t.json"))
+    assert done.returncode == 0, done.stderr
+    records = json.loads((tmp_path / "t.json").read_text())["kernels"]
+    slot_kernels = [r for r in records[:18] if "PlainHooks, 0, 1, 1, 1, 1," in str(r["kernel"])]  # the head's
+    head = {str(r["kernel"]).split(", ")[-1]: r for r in slot_kernels}  # by copy kind: "0>", "1>", ...
+    assert head["2>"]["mio throttle"] > head["2>"]["long scoreboard"]
+    assert head["0>"]["long scoreboard"] > head["0>"]["mio throttle"]
+    plain = [r for r in records if r["kernel"] == "stream_read_kernel"]
+    assert all(r["long scoreboard"] > 100 for r in plain)
+    assert "| short scoreboard |" in done.stdout and "| DRAM % |" not in done.stdout
+
+
+def test_traffic_and_stalls_do_not_mix() -> None:
+    done = _run(str(L1_COPIES), "--traffic", "--stalls")
+    assert done.returncode == 2 and "not allowed with" in done.stderr
 
 
 def test_a_file_that_is_not_a_raw_page_fails_in_one_line(tmp_path: Path) -> None:

@@ -292,16 +292,25 @@ std::vector<float> stream_run(const uint8_t * x, const uint8_t * y, int nblocks,
 #ifdef FUSEKIT_STREAM_Y_SHARED
     // fusion-5-stock-y-shared: the CTA's copy of the activations, made word by word as the kernel makes it, into a
     // buffer of the kernel's size that held garbage; the parts below read it through the header's part_dot_shared_y
-    alignas(16) static uint8_t y_shared[kStreamYBlocks * kYBlockBytes];
+    // (fusion-5-stream-y-pairs: each word placed by y_pair_word, read through part_dot_pair_y)
+#ifdef FUSEKIT_STREAM_Y_PAIRS
+    constexpr int y_block_bytes = kYPairBlockBytes;
+    const auto    y_word        = [](int w) { return y_pair_word(w); };
+#else
+    constexpr int y_block_bytes = kYBlockBytes;
+    const auto    y_word        = [](int w) { return w; };
+#endif
+    alignas(16) static uint8_t y_shared[kStreamYBlocks * y_block_bytes];
     for (auto & byte : y_shared) {
         byte = uint8_t(rng());
     }
     for (int w = 0; w < nblocks * kYBlockBytes / 4; ++w) {
-        std::memcpy(y_shared + 4 * w, y + 4 * w, 4);
+        std::memcpy(y_shared + 4 * y_word(w), y + 4 * w, 4);
     }
     const uint8_t * ysrc = y_shared;
 #else
-    const uint8_t * ysrc = y;
+    constexpr int   y_block_bytes = kYBlockBytes;
+    const uint8_t * ysrc          = y;
 #endif
     std::vector<float> out;
     float slots[kWarp][Order::slots] = {};
@@ -311,9 +320,11 @@ std::vector<float> stream_run(const uint8_t * x, const uint8_t * y, int nblocks,
         issue();
         const int nused = blocks_used(blocks_in_tile(nblocks, tile), sabotage);
         for (int lane = 0; lane < nused; ++lane) {
-            const uint8_t * yb = ysrc + (tile * kTileBlocks + lane) * kYBlockBytes;
+            const uint8_t * yb = ysrc + (tile * kTileBlocks + lane) * y_block_bytes;
             for (int part = 0; part < Order::parts; ++part) {
-#ifdef FUSEKIT_STREAM_Y_SHARED
+#if defined(FUSEKIT_STREAM_Y_PAIRS)
+                const float d = part_dot_pair_y<W, PlainHooks>(ring[slot], lane, part, yb);
+#elif defined(FUSEKIT_STREAM_Y_SHARED)
                 const float d = part_dot_shared_y<W, PlainHooks>(ring[slot], lane, part, yb);
 #else
                 const float d = staged_part_dot<W>(ring[slot], lane, part, yb);

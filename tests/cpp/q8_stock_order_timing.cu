@@ -247,96 +247,104 @@ int main(int argc, char ** argv) {
                                                      " l1 hinted copies", " l1 l2-128 copies", " l1 l2-256 copies"};
                 return names[K];
             };
-            const auto add_stream = [&](auto tag, auto y_tag, auto lean_tag, auto interleave_tag, auto ctas_tag,
+            const auto add_stream = [&](auto tag, auto y_tag, auto lean_tag, auto interleave_tag, auto pairs_tag,
                                         auto slots_tag, auto copy_tag) {
                 constexpr int  D = decltype(tag)::value;
                 constexpr bool Y = decltype(y_tag)::value;
                 constexpr bool L = decltype(lean_tag)::value;
                 constexpr bool I = decltype(interleave_tag)::value;
-                constexpr int  C = decltype(ctas_tag)::value;
+                constexpr bool P = decltype(pairs_tag)::value;  // fusion-5-stream-y-pairs' layout of y's copy
                 constexpr bool S = decltype(slots_tag)::value;
                 constexpr int  K = decltype(copy_tag)::value;  // fusion-5-stream-tma-copies' StreamCopy, 0: hinted
                 if (Y && s.nblocks > kStreamYBlocks) {
                     return;
                 }
-#if defined(FUSEKIT_STREAM_TMA_COPIES)
-                static_assert(C == kStreamCtasPerSm, "4 CTAs per SM (5 was session 28's fusion-5-stream-sm-five-ctas, removed)");
+#if defined(FUSEKIT_STREAM_Y_PAIRS)
+                constexpr StreamCopy copy = static_cast<StreamCopy>(K);
+                const Launch l = s.w == Weights::q4_0 ? plan_stream<PlainHooks, Weights::q4_0, D, Y, L, I, S, copy, P>(p, sm_count)
+                                                      : plan_stream<PlainHooks, Weights::q8_0, D, Y, L, I, S, copy, P>(p, sm_count);
+#elif defined(FUSEKIT_STREAM_TMA_COPIES)
+                static_assert(!P, "the pair layout of y needs fusion-5-stream-y-pairs");
                 constexpr StreamCopy copy = static_cast<StreamCopy>(K);
                 const Launch l = s.w == Weights::q4_0 ? plan_stream<PlainHooks, Weights::q4_0, D, Y, L, I, S, copy>(p, sm_count)
                                                       : plan_stream<PlainHooks, Weights::q8_0, D, Y, L, I, S, copy>(p, sm_count);
 #elif defined(FUSEKIT_STREAM_SLOT_ADDRESSES)
                 static_assert(K == 0, "other copies need fusion-5-stream-tma-copies");
-                static_assert(C == kStreamCtasPerSm, "4 CTAs per SM (5 was session 28's fusion-5-stream-sm-five-ctas, removed)");
+                static_assert(!P, "the pair layout of y needs fusion-5-stream-y-pairs");
                 const Launch l = s.w == Weights::q4_0 ? plan_stream<PlainHooks, Weights::q4_0, D, Y, L, I, S>(p, sm_count)
                                                       : plan_stream<PlainHooks, Weights::q8_0, D, Y, L, I, S>(p, sm_count);
 #elif defined(FUSEKIT_STREAM_INTERLEAVED)
                 static_assert(!S, "slot addresses need fusion-5-stream-slot-addresses");
-                static_assert(C == kStreamCtasPerSm, "4 CTAs per SM (5 was session 28's fusion-5-stream-sm-five-ctas, removed)");
+                static_assert(!P, "the pair layout of y needs fusion-5-stream-y-pairs");
                 const Launch l = s.w == Weights::q4_0 ? plan_stream<PlainHooks, Weights::q4_0, D, Y, L, I>(p, sm_count)
                                                       : plan_stream<PlainHooks, Weights::q8_0, D, Y, L, I>(p, sm_count);
 #else
                 static_assert(!S, "slot addresses need fusion-5-stream-slot-addresses");
                 static_assert(!I, "rows dealt in turn need fusion-5-stream-rows-in-turn");
-                static_assert(C == kStreamCtasPerSm, "4 CTAs per SM (5 was session 28's fusion-5-stream-sm-five-ctas, removed)");
+                static_assert(!P, "the pair layout of y needs fusion-5-stream-y-pairs");
                 const Launch l = s.w == Weights::q4_0 ? plan_stream<PlainHooks, Weights::q4_0, D, Y, L>(p, sm_count)
                                                       : plan_stream<PlainHooks, Weights::q8_0, D, Y, L>(p, sm_count);
 #endif
                 contenders.push_back({"mmvq order stream d" + std::to_string(D) + (Y ? " y-shared" : "") +
                                           (L ? " lean" : "") + (I ? " interleaved" : "") +
-                                          (C != kStreamCtasPerSm ? " " + std::to_string(C) + " ctas" : "") +
-                                          (S ? " slots" : "") + copy_name(K),
+                                          (S ? " slots" : "") + copy_name(K) + (P ? " y-pairs" : ""),
                                       l.kernel, l.grid});
             };
             const std::false_type                            runs{};  // contiguous runs of rows per warp
             const std::false_type                            no_slots{};  // addresses made per issue, as before
             const std::integral_constant<int, 0>             hinted{};    // cp.async.cg with the L2 hint, as before
-            const std::integral_constant<int, kStreamCtasPerSm> four{};  // the grid and register bound before
-            add_stream(std::integral_constant<int, 3>{}, std::false_type{}, std::false_type{}, runs, four, no_slots, hinted);
-            add_stream(std::integral_constant<int, 3>{}, std::true_type{}, std::false_type{}, runs, four, no_slots, hinted);
-            add_stream(std::integral_constant<int, 3>{}, std::true_type{}, std::true_type{}, runs, four, no_slots, hinted);
-            add_stream(std::integral_constant<int, 4>{}, std::false_type{}, std::false_type{}, runs, four, no_slots, hinted);
+            const std::false_type                            no_pairs{};  // y's copy as ggml lays it out, as before
+            add_stream(std::integral_constant<int, 3>{}, std::false_type{}, std::false_type{}, runs, no_pairs, no_slots, hinted);
+            add_stream(std::integral_constant<int, 3>{}, std::true_type{}, std::false_type{}, runs, no_pairs, no_slots, hinted);
+            add_stream(std::integral_constant<int, 3>{}, std::true_type{}, std::true_type{}, runs, no_pairs, no_slots, hinted);
+            add_stream(std::integral_constant<int, 4>{}, std::false_type{}, std::false_type{}, runs, no_pairs, no_slots, hinted);
             // after session 26: the lean issue with y read from global memory, at depths 3 and 4 (depth 4 and the copy
             // of y do not fit 48 KB), to tell y's copy from the ring's depth now that the kernel waits on memory again
-            add_stream(std::integral_constant<int, 3>{}, std::false_type{}, std::true_type{}, runs, four, no_slots, hinted);
-            add_stream(std::integral_constant<int, 4>{}, std::false_type{}, std::true_type{}, runs, four, no_slots, hinted);
+            add_stream(std::integral_constant<int, 3>{}, std::false_type{}, std::true_type{}, runs, no_pairs, no_slots, hinted);
+            add_stream(std::integral_constant<int, 4>{}, std::false_type{}, std::true_type{}, runs, no_pairs, no_slots, hinted);
 #if defined(FUSEKIT_STREAM_INTERLEAVED)
             // after session 27: rows dealt to the warps in turn, with and without the copy of y
-            add_stream(std::integral_constant<int, 3>{}, std::true_type{}, std::true_type{}, std::true_type{}, four, no_slots, hinted);
-            add_stream(std::integral_constant<int, 3>{}, std::false_type{}, std::true_type{}, std::true_type{}, four, no_slots, hinted);
+            add_stream(std::integral_constant<int, 3>{}, std::true_type{}, std::true_type{}, std::true_type{}, no_pairs, no_slots, hinted);
+            add_stream(std::integral_constant<int, 3>{}, std::false_type{}, std::true_type{}, std::true_type{}, no_pairs, no_slots, hinted);
 #endif
 #if defined(FUSEKIT_STREAM_SLOT_ADDRESSES)
             // the interleaved lean kernel with its ring's addresses in registers, at depth D, with or without y's copy,
             // copying with fusion-5-stream-tma-copies' StreamCopy (hinted before it)
-            const auto add_slots = [&](auto depth_tag, auto y_tag, auto copy_tag) {
-                add_stream(depth_tag, y_tag, std::true_type{}, std::true_type{}, four, std::true_type{}, copy_tag);
+            const auto add_slots = [&](auto depth_tag, auto y_tag, auto copy_tag, auto pairs_tag) {
+                add_stream(depth_tag, y_tag, std::true_type{}, std::true_type{}, pairs_tag, std::true_type{}, copy_tag);
             };
             const std::integral_constant<int, 3> d3{};
             const std::true_type                 y_copied{};
             const std::false_type                y_global{};
             // after session 28: the interleaved lean kernel with its ring's shared addresses kept in registers
-            add_slots(d3, y_copied, hinted);
-            add_slots(d3, y_global, hinted);
+            add_slots(d3, y_copied, hinted, no_pairs);
+            add_slots(d3, y_global, hinted, no_pairs);
 #endif
 #if defined(FUSEKIT_STREAM_TMA_COPIES)
             // after session 28's L2 traffic (1.5x the table's sectors from L2 to L1 with cp.async.cg and the hint): the
             // same kernel without the hint, through L1, and with one bulk copy per tile (plan's on sm_90)
-            add_slots(d3, y_copied, std::integral_constant<int, 1>{});
-            add_slots(d3, y_copied, std::integral_constant<int, 2>{});
-            add_slots(d3, y_copied, std::integral_constant<int, 3>{});
-            add_slots(d3, y_global, std::integral_constant<int, 3>{});
+            add_slots(d3, y_copied, std::integral_constant<int, 1>{}, no_pairs);
+            add_slots(d3, y_copied, std::integral_constant<int, 2>{}, no_pairs);
+            add_slots(d3, y_copied, std::integral_constant<int, 3>{}, no_pairs);
+            add_slots(d3, y_global, std::integral_constant<int, 3>{}, no_pairs);
 #endif
 #if defined(FUSEKIT_STREAM_VIA_L1)
             // after session 29 (cp.async.ca moves the table's sectors once): the l1 copies with y read from global
             // memory, at depths 3 and 4 (depth 4 and the copy of y do not fit 48 KB)
-            add_slots(d3, y_global, std::integral_constant<int, 2>{});
-            add_slots(std::integral_constant<int, 4>{}, y_global, std::integral_constant<int, 2>{});
+            add_slots(d3, y_global, std::integral_constant<int, 2>{}, no_pairs);
+            add_slots(std::integral_constant<int, 4>{}, y_global, std::integral_constant<int, 2>{}, no_pairs);
 #endif
 #if defined(FUSEKIT_STREAM_WITH_L2_HINTS)
             // after session 29: the l1 copies (with y's copy) with the evict-first policy, and asking L2 for 128 or 256
             // bytes per request
-            add_slots(d3, y_copied, std::integral_constant<int, 4>{});
-            add_slots(d3, y_copied, std::integral_constant<int, 5>{});
-            add_slots(d3, y_copied, std::integral_constant<int, 6>{});
+            add_slots(d3, y_copied, std::integral_constant<int, 4>{}, no_pairs);
+            add_slots(d3, y_copied, std::integral_constant<int, 5>{}, no_pairs);
+            add_slots(d3, y_copied, std::integral_constant<int, 6>{}, no_pairs);
+#endif
+#if defined(FUSEKIT_STREAM_Y_PAIRS)
+            // after session 29's stalls (the l1 kernel waits on the shared-memory queue): the l1 copies with y's copy
+            // laid out for 8-byte loads (plan's)
+            add_slots(d3, y_copied, std::integral_constant<int, 2>{}, std::true_type{});
 #endif
 #elif defined(FUSEKIT_STREAM_Y_SHARED)
             // fusion-5-stock-y-shared: the kernel before it (y read from global memory per part) at depths 3 and 4,
