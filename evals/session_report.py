@@ -327,6 +327,10 @@ def standalone_counts(data: dict[str, Any]) -> tuple[int, int]:
     if "cases" in data and all("equal" in case for case in data["cases"]):  # stock order: bits and float64 per case
         passed = sum(1 for case in data["cases"] if case["equal"] == case["rows"] == case["near"])
         return passed, len(data["cases"]) - passed
+    if "configs" in data and all("iterations" in c and "right" in c for c in data["configs"]):
+        # stream reuse check: every iteration's one-row result against float64
+        passed = sum(c["right"] for c in data["configs"])
+        return passed, sum(c["iterations"] for c in data["configs"]) - passed
     if "shapes_failing_a" in data:  # norm-quantize: check A and checks B-E per shape
         total = 2 * len(data.get("shapes", []))
         failed = data["shapes_failing_a"] + data.get("shapes_failing_bcde", 0)
@@ -356,7 +360,8 @@ def _standalone_row(path: Path) -> list[Any]:
 
 
 def _standalone(folder: Path) -> list[str]:
-    """The standalone kernel programs (each ``*-standalone*.json``; ``*-gpu-check*.json``: the stock-order check)."""
+    """The standalone kernel programs (each ``*-standalone*.json``; ``*-gpu-check*.json``: the stock-order and the
+    stream reuse checks)."""
     out = ["### Standalone kernel programs", ""]
     found = [*folder.glob("*-standalone*.json"), *folder.glob("*-gpu-check*.json")]
     paths = sorted(found, key=lambda p: (p.stem.replace("-sabotage", ""), len(p.stem)))

@@ -14,14 +14,9 @@ set -euo pipefail
 OUT=${1:?output folder}; ARCH=${2:-90}
 REPO=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 WORK=$(mktemp -d)
-mkdir -p "$OUT" "$WORK/ggml/src/ggml-cuda"
-cp "$REPO/kernels/fusekit-q8-gemv.cuh" "$WORK/ggml/src/ggml-cuda/"
+mkdir -p "$OUT"
 # PATCHES: the experiments that change the header, in the stack's order (the last ones may be left off)
-for patch in ${PATCHES:-fusion-5-group fusion-5-grouped-f32 fusion-5-stock-order fusion-5-stock-ordered-tiles fusion-5-stock-streamed fusion-5-stock-whole-blocks fusion-5-stock-wider-stream fusion-5-stock-y-shared fusion-5-stream-lean-issue fusion-5-stream-rows-in-turn fusion-5-stream-slot-addresses fusion-5-stream-tma-copies fusion-5-stream-via-l1 fusion-5-stream-with-l2-hints fusion-5-stream-y-pairs}; do
-  (cd "$WORK" && git apply --include=ggml/src/ggml-cuda/fusekit-q8-gemv.cuh "$REPO/patches/experiments/$patch.patch")
-done
-echo "header sha256 $(sha256sum "$WORK/ggml/src/ggml-cuda/fusekit-q8-gemv.cuh" | cut -d' ' -f1) (${PATCHES:-the default fifteen, fusion-5-stream-y-pairs last})" \
-  > "$OUT/check.log"
+bash "$REPO/scripts/stock_order_header.sh" "$WORK" > "$OUT/check.log"
 smi() { nvidia-smi --query-gpu=timestamp,name,clocks.sm,clocks.mem,temperature.gpu,power.draw --format=csv,noheader >> "$OUT/clocks.csv" 2>&1 || true; }
 smi
 nvcc -O3 -std=c++17 -use_fast_math -arch="sm_$ARCH" -I"$WORK/ggml/src/ggml-cuda" -I"$REPO/kernels" -o "$WORK/check" \

@@ -44,6 +44,7 @@ KERNELS = REPO / "kernels"  # standalone.cuh
 # the same experiment on a GPU without ggml (scripts/stock_order_gpu_check.sh runs it on the H200)
 GPU_CHECK = REPO / "tests" / "cpp" / "q8_stock_order_gpu_check.cu"
 GPU_TIMING = REPO / "tests" / "cpp" / "q8_stock_order_timing.cu"
+GPU_REUSE = REPO / "tests" / "cpp" / "q8_stream_reuse_check.cu"  # scripts/stream_reuse_gpu_check.sh
 HEADER = "ggml/src/ggml-cuda/fusekit-q8-gemv.cuh"
 NVCC = find_nvcc()
 
@@ -82,7 +83,7 @@ def order_program(pinned_home: Path, tmp_path_factory: pytest.TempPathFactory) -
         shutil.copy(tree / HEADER, work / Path(HEADER).name)
     finally:
         fusekit(pinned_home, "reset")
-    for source in (GPU_CHECK, GPU_TIMING):  # the GPU programs compile against the same header
+    for source in (GPU_CHECK, GPU_TIMING, GPU_REUSE):  # the GPU programs compile against the same header
         cmd = [str(NVCC), "-c", "-O3", "-std=c++17", "-use_fast_math", "-arch=sm_90", f"-I{work}", f"-I{KERNELS}"]
         compiled = subprocess.run([*cmd, "-o", str(work / "gpu.o"), str(source)], capture_output=True, text=True)
         assert compiled.returncode == 0, compiled.stderr[-3000:]

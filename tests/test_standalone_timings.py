@@ -20,6 +20,7 @@ from fusekit.errors import FusekitError
 
 SESSION8 = Path(__file__).resolve().parent.parent / "results" / "h200-2026-12-01-session8-standalone"
 SESSION23C = SESSION8.parent / "h200-2026-12-03-session23c-stock-order-check"  # fusion-5-stock-order without ggml
+SESSION30_REUSE = SESSION8.parent / "h200-2026-12-04-session30-reuse-check"  # the stream kernel after a buffer reuse
 
 
 def _load(name: str) -> dict:
@@ -404,4 +405,21 @@ def test_the_report_counts_the_stock_order_gpu_checks_and_their_sabotage(tmp_pat
     (tmp_path / "stock-order-gpu-check-sabotage.json").write_text(json.dumps(sabotaged))
     report = render_session(tmp_path)
     assert "| 51 | 2 | **2 failed** |" in report
+    assert "**1 checks passed under sabotage**" in report
+
+
+def test_the_report_counts_every_iteration_of_the_stream_reuse_check(tmp_path: Path) -> None:
+    """Each iteration's one-row result is a check: one wrong iteration fails the run, one right iteration under
+    sabotage is a check that did not fail."""
+    report = render_session(SESSION30_REUSE)
+    assert "| `stream-reuse-gpu-check-via-l1` | NVIDIA H200 | sabotage false | 12000 | 0 | all passed |" in report
+    assert "| `stream-reuse-gpu-check-via-l1-sabotage` | NVIDIA H200 | sabotage true | 0 | 480 | every check" in report
+    data = json.loads((SESSION30_REUSE / "stream-reuse-gpu-check-via-l1.json").read_text())
+    data["configs"][3]["right"] -= 1  # one stale read
+    (tmp_path / "stream-reuse-gpu-check-via-l1.json").write_text(json.dumps(data))
+    sabotaged = json.loads((SESSION30_REUSE / "stream-reuse-gpu-check-via-l1-sabotage.json").read_text())
+    sabotaged["configs"][0]["right"] = 1
+    (tmp_path / "stream-reuse-gpu-check-via-l1-sabotage.json").write_text(json.dumps(sabotaged))
+    report = render_session(tmp_path)
+    assert "| 11999 | 1 | **1 failed** |" in report
     assert "**1 checks passed under sabotage**" in report
