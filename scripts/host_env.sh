@@ -78,12 +78,14 @@ session_eval() {  # session_eval "VARIANT..." MODEL NAME [fusekit eval flags...]
 }
 
 # A spec's variant label, by fusekit's own rule (fusekit.stack: canonical order, patch names).
-LABEL_OF_SPEC='from fusekit.registry import Registry
+LABEL_OF_SPEC='from evals.arms import arm_name, split_arm
+from fusekit.registry import Registry
 from fusekit.stack import canonical, label_of, spec_entries
-def label(spec):
-    return label_of(canonical(spec_entries(spec, Registry.load())))'
+def label(spec):  # an arm (VARIANT@K=V) keeps its environment in the label
+    variant, env = split_arm(spec)
+    return arm_name(label_of(canonical(spec_entries(variant, Registry.load()))), env)'
 
-spec_label() {  # spec_label SPEC: fusion-5+/path/to/x.patch -> fusion-5+x
+spec_label() {  # spec_label SPEC: fusion-5+/path/to/x.patch -> fusion-5+x (an arm: fusion-5+x@K=V)
   use_fusekit
   python3 -c "$LABEL_OF_SPEC"$'\nimport sys; print(label(sys.argv[1]))' "$1"
 }

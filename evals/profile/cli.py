@@ -10,6 +10,7 @@ from evals.results import new_result, write_result
 from fusekit.errors import FusekitError
 from fusekit.stack import file_sha256
 
+from ..arms import split_arm
 from . import render, runner
 from .compare import Comparison, compare
 from .parse import Profile, read_profile
@@ -69,7 +70,8 @@ NO_DEVICE = (
     default=None,
     metavar="VARIANT",
     help="Record stock and this variant (a fusion, a patch file, or several joined with '+') "
-    "instead of the current variant.",
+    "instead of the current variant. An arm (VARIANT@NAME=VALUE[,NAME=VALUE], e.g. stack-1-5@GGML_CUDA_PDL=0) "
+    "traces the variant under that environment; stock runs without it.",
 )
 @click.option(
     "--decode", type=click.IntRange(min=1), default=16, show_default=True, help="Tokens to decode when recording."
@@ -138,6 +140,7 @@ def profile(
     nsys (-t cuda --cuda-graph-trace=node), then compare them (needs a GPU and nsys).
       fusekit profile --model m.gguf --decode 32 --prompt 4096
       fusekit profile --model m.gguf --variant fusion-1+fusion-5
+      fusekit profile --model m.gguf --variant fusion-1+fusion-5@GGML_CUDA_PDL=0
       fusekit profile --from stock.sqlite --against fused.sqlite --tokens 16
       fusekit profile --from run.sqlite --csv kernels.csv --json out.json
 
@@ -157,6 +160,8 @@ def profile(
             raise FusekitError("--from-side and --against-side pick profiles of --from/--against results")
     elif variant_spec is not None:
         raise FusekitError("--variant is for recording; --from reads existing exports")
+    if variant_spec is not None:
+        split_arm(variant_spec)  # a malformed arm fails here, before anything is looked for or built
     if from_path is None:
         nsys = runner.find_nsys(nsys_path)
         missing = [
