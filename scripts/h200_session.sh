@@ -324,6 +324,7 @@ case "$STEP" in
     # (CHECK_STOCK=1: stock first, to tell a stock failure from a fusion's; about 170 s more)
     use_fusekit
     for spec in $([[ "${CHECK_STOCK:-0}" != 1 ]] || echo stock) $(ok_variants $(measured fusion-5 "$STACK" "$STACK_EXP")); do
+      [[ $spec != *@* ]] || continue  # an arm (VARIANT@K=V) runs its variant's build: checked as that variant
       label=$(spec_label "$spec")
       tbo_matrix_products "mm-$label" "$(bin_of "$label")" "$spec"
     done
@@ -335,6 +336,7 @@ case "$STEP" in
     use_fusekit
     runs=${FLAKE_RUNS:-10} op=${FLAKE_OP:-MUL_MAT_ID} params=${FLAKE_PARAMS:-type_a=q4_0,.*n_mats=16,n_used=4,.*m=33,}
     for spec in stock $(timed $(ok_variants $(measured "$STACK"))); do
+      [[ $spec != *@* ]] || continue  # an arm runs its variant's build, whose runs here cover it
       label=$(spec_label "$spec")
       for setting in default GGML_CUDA_DISABLE_GRAPHS=1; do
         failed=0 selected=""
@@ -361,6 +363,7 @@ case "$STEP" in
     use_fusekit
     : >"$B/results/smoke.txt"
     for spec in stock $(ok_variants $(measured "${FUSIONS[@]}" "$STACK" "${EXPERIMENTS[@]}" "$STACK_EXP")); do
+      [[ $spec != *@* ]] || continue  # an arm runs its variant's build: smoked as that variant
       rc=0 variant=$(spec_label "$spec") values="not checked"
       timeout 180 "$(bin_of "$variant")/llama-bench" -m "$BIG" -p 64 -n 16 -r 1 -ngl 99 -fa 1 -o csv \
         >"$(log_path "smoke-$variant")" 2>&1 || rc=$?
