@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Whether the stream kernel reads a rewritten buffer or what L1 kept of it (tests/cpp/q8_stream_reuse_check.cu): on
 # the header as fusion-5-stream-via-l1 leaves it (the build whose test-backend-ops run failed a MUL_MAT case in
-# session 30) and as all fifteen experiments leave it; each program run and run in its sabotage mode. Writes under
+# session 30) and as all the experiments leave it; each program run and run in its sabotage mode. Writes under
 # OUT: stream-reuse-gpu-check-<header>.json, stream-reuse-gpu-check-<header>-sabotage.json (fusekit report --session
 # counts their iterations), reuse.log, clocks.csv. Never changes clocks or power settings.
 #
