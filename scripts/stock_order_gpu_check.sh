@@ -15,7 +15,7 @@ OUT=${1:?output folder}; ARCH=${2:-90}
 REPO=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 WORK=$(mktemp -d)
 mkdir -p "$OUT"
-# PATCHES: the experiments that change the header, in the stack's order (the last ones may be left off)
+# PATCHES or UNTIL (scripts/stock_order_header.sh): the experiments that change the header, in the stack's order
 bash "$REPO/scripts/stock_order_header.sh" "$WORK" > "$OUT/check.log"
 smi() { nvidia-smi --query-gpu=timestamp,name,clocks.sm,clocks.mem,temperature.gpu,power.draw --format=csv,noheader >> "$OUT/clocks.csv" 2>&1 || true; }
 smi

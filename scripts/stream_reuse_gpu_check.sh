@@ -12,12 +12,11 @@ REPO=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 WORK=$(mktemp -d)
 mkdir -p "$OUT"
 smi() { nvidia-smi --query-gpu=timestamp,name,clocks.sm,clocks.mem,temperature.gpu,power.draw --format=csv,noheader >> "$OUT/clocks.csv" 2>&1 || true; }
-VIA_L1="fusion-5-group fusion-5-grouped-f32 fusion-5-stock-order fusion-5-stock-ordered-tiles fusion-5-stock-streamed fusion-5-stock-whole-blocks fusion-5-stock-wider-stream fusion-5-stock-y-shared fusion-5-stream-lean-issue fusion-5-stream-rows-in-turn fusion-5-stream-slot-addresses fusion-5-stream-tma-copies fusion-5-stream-via-l1"
 rc=0
 t=${RUN_TIMEOUT:-120}
 for header in via-l1 all; do
-  if [[ $header == via-l1 ]]; then patches=$VIA_L1; else patches=""; fi
-  PATCHES=$patches bash "$REPO/scripts/stock_order_header.sh" "$WORK/$header" | tee -a "$OUT/reuse.log"
+  until=""; [[ $header == all ]] || until=fusion-5-stream-$header
+  UNTIL=$until bash "$REPO/scripts/stock_order_header.sh" "$WORK/$header" | tee -a "$OUT/reuse.log"
   nvcc -O3 -std=c++17 -use_fast_math -arch="sm_$ARCH" -I"$WORK/$header/ggml/src/ggml-cuda" -I"$REPO/kernels" \
     -I"$REPO/tests/cpp" -o "$WORK/reuse-$header" "$REPO/tests/cpp/q8_stream_reuse_check.cu" 2>&1 | tee -a "$OUT/reuse.log"
   smi
