@@ -1,4 +1,5 @@
-"""Speed statistics: medians, a bootstrap interval of the variant/stock ratio, verdicts, rounds needed."""
+"""Speed statistics: medians, a bootstrap interval of the variant/stock ratio, verdicts, rounds needed; and the
+Wilson interval of a proportion (how often a check fails)."""
 
 from __future__ import annotations
 
@@ -187,3 +188,14 @@ def round_pairs(runs: list[dict], test: str, stock: str, variant: str) -> list[t
             if entry["test"] == test and run["side"] in (stock, variant):
                 by_round.setdefault(run["round"], {}).setdefault(run["side"], []).extend(entry["samples_ts"])
     return [(sides.get(stock, []), sides.get(variant, [])) for _, sides in sorted(by_round.items())]
+
+
+def wilson_interval(hits: int, n: int) -> tuple[float, float]:
+    """The 95% Wilson score interval of the proportion hits / n ((0, 1) when n is 0)."""
+    if n == 0:
+        return 0.0, 1.0
+    z = 1.959963984540054
+    p = hits / n
+    centre = (p + z * z / (2 * n)) / (1 + z * z / n)
+    half = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / (1 + z * z / n)
+    return max(0.0, centre - half), min(1.0, centre + half)

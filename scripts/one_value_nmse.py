@@ -19,10 +19,11 @@ from __future__ import annotations
 
 import argparse
 import json
-import math
 import sys
 
 import numpy as np
+
+from evals.stats import wilson_interval
 
 BLOCK = 32
 
@@ -64,17 +65,6 @@ def one_value_products(rng: np.random.Generator, draws: int, k: int) -> tuple[np
     return cpu, cuda
 
 
-def wilson(hits: int, n: int) -> tuple[float, float]:
-    """95% Wilson interval of a proportion."""
-    if n == 0:
-        return 0.0, 1.0
-    z = 1.959963984540054
-    p = hits / n
-    centre = (p + z * z / (2 * n)) / (1 + z * z / n)
-    half = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / (1 + z * z / n)
-    return max(0.0, centre - half), min(1.0, centre + half)
-
-
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--k", type=int, default=256, help="row length, a multiple of 32 (default 256)")
@@ -100,11 +90,9 @@ def main(argv: list[str] | None = None) -> int:
         done += n
     rows = []
     for t in thresholds:
-        low, high = wilson(exceeded[t], args.draws)
-        rows.append(
-            {"threshold": t, "exceeded": exceeded[t], "fraction": exceeded[t] / args.draws, "ci95": [low, high]}
-        )
+        low, high = wilson_interval(exceeded[t], args.draws)
         share = exceeded[t] / args.draws
+        rows.append({"threshold": t, "exceeded": exceeded[t], "fraction": share, "ci95": [low, high]})
         print(f"NMSE > {t:g}: {exceeded[t]} of {args.draws} ({share:.3e}, 95% [{low:.3e}, {high:.3e}])")
     if args.json:
         with open(args.json, "w") as f:
