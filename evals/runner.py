@@ -19,6 +19,7 @@ import numpy as np
 from fusekit.build import BuildResult
 from fusekit.errors import FusekitError
 from fusekit.source import sha256_of
+from fusekit.stack import file_stem
 from fusekit.variants import Variant
 
 from . import klbase
@@ -247,7 +248,7 @@ def run_quality(
     out["ppl"][stock.name] = {**record["final"], "run": record["run"], "from": "stock KL base run"}
     for side in sides[1:]:
         progress(f"KL: {side.name} log-probs")
-        own = scratch / f"{side.name}.kld"
+        own = scratch / f"{file_stem(side.name)}.kld"
         cmd = ppl_command(side.tool("llama-perplexity"), model.path, corpus.path, ppl_settings, own)
         run = _perplexity_run(side.command(cmd), f"llama-perplexity ({side.name})", corpus)
         final = _parsed(parse_final_estimate, run, f"llama-perplexity ({side.name})")

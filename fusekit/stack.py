@@ -121,6 +121,17 @@ def canonical(entries: list[Entry]) -> list[Entry]:
 MAX_LABEL_BYTES = 240
 
 
+def file_stem(name: str) -> str:
+    """``name`` as a file or folder name: itself up to MAX_LABEL_BYTES, else ``<hash>-`` of the whole and its last
+    bytes, where an arm's environment is (``VARIANT@GGML_CUDA_PDL=0`` can pass 255 bytes where ``VARIANT`` does not;
+    scripts/host_env.sh's fit_name cuts the same way)."""
+    raw = name.encode()
+    if len(raw) <= MAX_LABEL_BYTES:
+        return name
+    digest = hashlib.sha256(raw).hexdigest()[:12]
+    return digest + "-" + raw[-(MAX_LABEL_BYTES - 13) :].decode(errors="ignore")
+
+
 def label_of(entries: list[Entry]) -> str:
     """Human name of a variant: ``stock`` or the entry names joined with '+'. Past MAX_LABEL_BYTES, the names that
     fit and ``+N-more-<hash>`` (N names left out, the hash of the whole list), so it still names a folder and a

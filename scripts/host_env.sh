@@ -91,14 +91,15 @@ spec_label() {  # spec_label SPEC: fusion-5+/path/to/x.patch -> fusion-5+x (an a
 }
 
 session_profile() {  # session_profile SPEC MODEL: fusekit profile records stock and SPEC, compares them (files by label)
-  local spec=$1 model=$2 variant
+  local spec=$1 model=$2 variant traces
   use_fusekit
   variant=$(spec_label "$spec")
   smi "profile $variant"
-  mkdir -p "$B/traces/$variant"
+  traces="$B/traces/$(fit_name "$variant")"  # an arm's label (VARIANT@GGML_CUDA_PDL=0) can pass 255 bytes
+  mkdir -p "$traces"
   local stem  # the label is in the JSON (fusekit report reads it there); the file name only has to fit
   stem="profile-$(fit_name "$variant" 225)-vs-stock"
-  fusekit profile --variant "$spec" --model "$model" --decode 16 --out "$B/traces/$variant" \
+  fusekit profile --variant "$spec" --model "$model" --decode 16 --out "$traces" \
     --json "$B/results/$stem.json" --csv "$B/results/$stem.csv" 2>&1 \
     | tee "$(log_path "profile-$variant")" | tail -n 40
   smi "profile $variant"

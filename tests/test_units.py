@@ -12,7 +12,16 @@ from fusekit.patching import describe_failure, failing_hunk, hunks_of
 from fusekit.pin import load_pin
 from fusekit.registry import Registry, parse_manifest, unknown_fusion_message
 from fusekit.source import is_git_url, split_url_commit
-from fusekit.stack import MAX_LABEL_BYTES, Entry, canonical, check_is_patch, label_of, patch_label, stack_hash
+from fusekit.stack import (
+    MAX_LABEL_BYTES,
+    Entry,
+    canonical,
+    check_is_patch,
+    file_stem,
+    label_of,
+    patch_label,
+    stack_hash,
+)
 
 from .conftest import TEST_DATA, TEST_PATCHES
 
@@ -118,6 +127,22 @@ def test_long_labels_still_name_a_folder(tmp_path: Path) -> None:
     assert label != label_of(stack[:-1]) and label == label_of(list(stack))
     short = stack[:6]
     assert label_of(short) == "+".join(names[:6])
+
+
+def test_an_arm_of_a_long_label_still_names_a_file(tmp_path: Path) -> None:
+    """Session 31: ``LABEL@GGML_CUDA_PDL=0`` of a 240-byte label passed 255 bytes as a trace folder and a .kld file;
+    file_stem keeps the environment (the name's end) and a hash of the whole."""
+    names = [f"fusion-{n}" for n in (1, 2, 3, 5)] + [f"experiment-with-a-long-name-{i:02d}" for i in range(12)]
+    label = label_of([_entry("fusion" if n.startswith("fusion-") else "patch", n, tmp_path) for n in names])
+    arm, other = label + "@GGML_CUDA_PDL=0", label + "@GGML_CUDA_PDL=1"
+    stem = file_stem(arm)
+    assert len((stem + ".nsys-rep").encode()) < 255 and stem.endswith("@GGML_CUDA_PDL=0")
+    assert stem != file_stem(other) and stem == file_stem(arm)
+    assert (
+        file_stem(label) == label
+        and file_stem("stock@GGML_CUDA_DISABLE_FUSION=1") == "stock@GGML_CUDA_DISABLE_FUSION=1"
+    )
+    (tmp_path / stem).mkdir()  # the file system takes it
 
 
 def test_stack_hash_follows_contents(tmp_path: Path) -> None:

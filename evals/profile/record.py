@@ -14,7 +14,7 @@ from fusekit.build import BuildOptions, detect_cuda_arch
 from fusekit.console import note
 from fusekit.paths import resolve_home
 from fusekit.registry import Registry
-from fusekit.stack import spec_entries
+from fusekit.stack import file_stem, spec_entries
 from fusekit.variants import Variant, current_entries, materialize
 from fusekit.workspace import Workspace
 
@@ -65,7 +65,7 @@ def record_variants(
         name = arm_name(variant.label, side_env)
         argv = decode_argv(build.tool("llama-bench"), model, decode, prompt, side_env)
         note(f"tracing {name}: {' '.join(argv)}")
-        sqlite = runner.trace(nsys, folder / name, argv)
+        sqlite = runner.trace(nsys, folder / file_stem(name), argv)
         profile = read_profile(sqlite, tokens, f"--decode {decode}")
         if prompt:
             profile.notes.append(f"the trace also holds the {prompt}-token prompt fill: no per-token figures")
