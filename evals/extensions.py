@@ -1,9 +1,10 @@
 """A variant against the variant it extends, measured in the same eval: an experiment patch against the stack it goes
 on (``stack-1-5`` and ``stack-1-5+fusion-5-group.patch``), with the same statistics as every variant against stock.
 
-Variant B *extends* variant A when A's entries (names and content hashes) are the first entries of B's and B has
-more. Each B is compared with the longest A it extends; stock is never a base (every variant is shown against it
-already).
+Variant B *extends* variant A when A's entries (names and content hashes) are the first entries of B's, B has more,
+and both run under the same environment (an arm, ``B@GGML_CUDA_PDL=0``, extends ``A@GGML_CUDA_PDL=0``, never the
+plain ``A``). Each B is compared with the longest A it extends; stock is never a base (every variant is shown against
+it already).
 """
 
 from __future__ import annotations
@@ -41,10 +42,13 @@ def bases(result: dict[str, Any]) -> dict[str, tuple[str, tuple[str, ...]]]:
     """variant name -> (the variant it extends, the names of the entries it adds), for each variant extending one."""
     variants = result.get("variants", [])[1:]  # the first side is stock
     keys = {v["name"]: _entry_keys(v) for v in variants}
+    envs = {v["name"]: sorted((v.get("env") or {}).items()) for v in variants}
     found: dict[str, tuple[str, tuple[str, ...]]] = {}
     for name, held in keys.items():
         candidates = [
-            base for base, prefix in keys.items() if 0 < len(prefix) < len(held) and held[: len(prefix)] == prefix
+            base
+            for base, prefix in keys.items()
+            if 0 < len(prefix) < len(held) and held[: len(prefix)] == prefix and envs[base] == envs[name]
         ]
         if candidates:
             base = max(candidates, key=lambda b: len(keys[b]))

@@ -56,3 +56,16 @@ def test_a_test_the_variant_was_not_timed_at_gets_no_row(result: dict) -> None:
         if run["side"] == grouped:
             run["tests"] = [t for t in run["tests"] if t["test"] != "pp512"]
     assert [e.test for e in extensions(edited)] == ["tg128"]
+
+
+SESSION31 = REPO / "results" / "h200-2026-12-04-session31-z-pdl" / "eval-all-35b.partial.json"
+
+
+def test_an_arm_extends_the_same_arm_of_its_base() -> None:
+    """Session 31: GSL, GSL+Z and both under GGML_CUDA_PDL=0; each arm is compared with its base's arm only."""
+    result = json.loads(SESSION31.read_text())
+    _stock, lean, z, lean_off, z_off = (v["name"] for v in result["variants"])
+    assert {name: base for name, (base, _) in bases(result).items()} == {z: lean, z_off: lean_off}
+    edited = copy.deepcopy(result)
+    edited["variants"][4]["env"] = {}  # the same variant without its environment: plain GSL+Z, extending plain GSL
+    assert bases(edited)[z_off][0] == lean
