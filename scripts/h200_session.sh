@@ -83,8 +83,11 @@ timed() {  # timed SPEC...: the specs without a sabotage patch (a sabotaged buil
   echo "${kept[*]}"
 }
 
-evaluated() {  # the variants the eval steps time: VARIANTS, else each fusion, the stack, each experiment and the
-  # stack with all of them; built, through smoke, never sabotaged
+evaluated() {  # the variants the eval steps time: EVAL_VARIANTS (a subset of VARIANTS: the profiles may cover arms
+  # the eval leaves out), else VARIANTS, else each fusion, the stack, each experiment and the stack with all of them;
+  # built, through smoke, never sabotaged
+  # shellcheck disable=SC2046,SC2086
+  if [[ -n "${EVAL_VARIANTS:-}" ]]; then timed $(ok_variants $EVAL_VARIANTS); return; fi
   # shellcheck disable=SC2046
   timed $(ok_variants $(measured "${EVAL_FUSIONS[@]}" "$STACK" "${EXPERIMENTS[@]}" "$STACK_EXP"))
 }
@@ -332,13 +335,15 @@ case "$STEP" in
     ;;
   flake)  # one test-backend-ops selection FLAKE_RUNS times on stock and each measured variant, with and without
     # CUDA graphs: how often it fails (default: the q4_0 MUL_MAT_ID case that failed in sessions 6, 9 and 10);
-    # stock first, so a failure of stock's own code shows as such
+    # stock first, so a failure of stock's own code shows as such. FLAKE_SETTINGS (default "default
+    # GGML_CUDA_DISABLE_GRAPHS=1"): the environments each build runs under; GGML_CUDA_DISABLE_FUSION=1 gives stock's
+    # arithmetic inside a variant build, for a case the variant's patches added (stock's own build shows it EMPTY)
     use_fusekit
     runs=${FLAKE_RUNS:-10} op=${FLAKE_OP:-MUL_MAT_ID} params=${FLAKE_PARAMS:-type_a=q4_0,.*n_mats=16,n_used=4,.*m=33,}
     for spec in stock $(timed $(ok_variants $(measured "$STACK"))); do
       [[ $spec != *@* ]] || continue  # an arm runs its variant's build, whose runs here cover it
       label=$(spec_label "$spec")
-      for setting in default GGML_CUDA_DISABLE_GRAPHS=1; do
+      for setting in ${FLAKE_SETTINGS:-default GGML_CUDA_DISABLE_GRAPHS=1}; do
         failed=0 selected=""
         for ((run = 1; run <= runs; run++)); do
           log=$(log_path "flake-$label-$setting-$run")

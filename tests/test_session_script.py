@@ -86,6 +86,37 @@ def test_flake_step_counts_failures_per_setting(tmp_path: Path) -> None:
     assert "-o MUL_MAT_ID -p type_a=q4_0," in (batch / "logs" / "flake-fusion-5-default-1.log").read_text()
 
 
+def test_flake_settings_choose_the_environments(tmp_path: Path) -> None:
+    """Session 31: the one-value case is fusion-5's own, so stock's build has no such case (EMPTY); FLAKE_SETTINGS
+    runs a variant's build under GGML_CUDA_DISABLE_FUSION=1 instead (stock's arithmetic)."""
+    home, batch = tmp_path / "home", tmp_path / "b"
+    _fake_binary(home, "stock", 'echo "  0/0 tests passed"\n')
+    _fake_binary(
+        home,
+        "fusion-5",
+        'if [[ -n "${GGML_CUDA_DISABLE_FUSION:-}" ]]; then echo "  1/1 tests passed"; exit 0; fi\n'
+        'echo "  0/1 tests passed"; exit 1\n',
+    )
+    (batch / "results").mkdir(parents=True)
+    (batch / "results" / "builds.json").write_text('[{"variant": "stock"}, {"variant": "fusion-5"}]')
+    env = {
+        "FUSEKIT_HOME": str(home),
+        "VARIANTS": "fusion-5",
+        "FLAKE_RUNS": "2",
+        "FLAKE_SETTINGS": "default GGML_CUDA_DISABLE_FUSION=1",
+    }
+    done = _run(batch, "flake", env)
+    assert done.returncode == 0, done.stderr
+    lines = (batch / "results" / "flake.txt").read_text().splitlines()
+    assert [line.split(" op=")[0] for line in lines] == [
+        "stock default",
+        "stock GGML_CUDA_DISABLE_FUSION=1",
+        "fusion-5 default",
+        "fusion-5 GGML_CUDA_DISABLE_FUSION=1",
+    ]
+    assert "EMPTY" in lines[0] and "failed=2" in lines[2] and "failed=0 last: 1/1" in lines[3]
+
+
 def test_flake_logs_of_a_long_stack_label_fit_a_file_name(tmp_path: Path) -> None:
     """Session 11: the stack with every experiment has a 229-byte label, and 'flake-LABEL-GGML_CUDA_DISABLE_GRAPHS=1-N
     .log' passed the 255 bytes of a file name, so every run 'failed' without running; the logs now fall back to a
@@ -265,6 +296,14 @@ def test_eval_decode_runs_decode_only_in_many_short_rounds(tmp_path: Path) -> No
         assert args[args.index("-p") + 1] == "0" and args[args.index("--rounds") + 1] == rounds
         assert args[args.index("-r") + 1] == reps and "--no-text" in args
         assert not {"--ppl", "--kl"} & set(args)
+    # EVAL_VARIANTS: the eval times a subset of VARIANTS (session 31: the arms profiled, not timed again)
+    record.unlink()
+    both = {**env, "VARIANTS": "fusion-5 fusion-5@GGML_CUDA_PDL=0"}
+    for extra, timed in (({}, ["fusion-5", "fusion-5@GGML_CUDA_PDL=0"]), ({"EVAL_VARIANTS": "fusion-5"}, ["fusion-5"])):
+        record.unlink(missing_ok=True)
+        assert _run(batch, "eval-decode", {**both, **extra}).returncode == 0
+        args = record.read_text().split()
+        assert args[1 : args.index("--against")] == timed
 
 
 def _stub_bin(stub: Path, name: str, body: str) -> None:
