@@ -208,6 +208,34 @@ ncu_chunked_gdn() {
     >"$B/results/ncu-chunked-gdn-sass.csv.xz" || tail -n 5 "$B/logs/ncu-chunked-gdn.log"
 }
 
+# One kernel of a 16-token decode on the 35B preset under Nsight Compute, for SPEC (an arm: under its environment):
+# NCU_KERNEL (a regex, default flash attention), NCU_LAUNCH_COUNT launches after NCU_LAUNCH_SKIP, with the traffic
+# metrics of scripts/ncu_raw_table.py --traffic. --cache-control none: L2 keeps what the kernels before left (the
+# question: does the weight streams' L2 policy decide what the next kernel finds there); --clock-control none: ncu
+# would lock the SM clock, and we never change clocks. The raw page: results/ncu-kernel-<label>.csv; a missing ncu or a
+# failed run is logged and the step goes on.
+ncu_decode_kernel() {
+  local spec=$1 ncu=${NCU:-} label variant settings stem
+  [[ -n $ncu ]] || ncu=$(ls /opt/nvidia/nsight-compute/*/ncu /usr/local/cuda/bin/ncu 2>/dev/null | tail -n 1 || true)
+  if [[ ! -x "$ncu" ]]; then echo "ncu: not found on this host" | tee -a "$B/logs/ncu-kernel.log"; return 0; fi
+  label=$(spec_label "$spec")
+  variant=${label%%@*} settings=""
+  [[ $label != *@* ]] || settings=${label#*@}
+  stem="ncu-kernel-$(fit_name "$label" 220)"
+  local metrics=gpu__time_duration.sum,dram__sectors_read.sum,l1tex__m_xbar2l1tex_read_sectors.sum
+  metrics+=,lts__t_requests_srcunit_tex_op_read.sum,lts__t_sectors_srcunit_tex_op_read_lookup_hit.sum,smsp__inst_executed.sum
+  smi "ncu-kernel $label"
+  # shellcheck disable=SC2046
+  timeout "${NCU_TIMEOUT:-300}" "$ncu" --clock-control none --cache-control none -f -o "/tmp/$stem" \
+    -k "regex:${NCU_KERNEL:-flash_attn_ext_f16}" --launch-skip "${NCU_LAUNCH_SKIP:-32}" \
+    --launch-count "${NCU_LAUNCH_COUNT:-40}" --metrics "$metrics" \
+    env ${settings//,/ } "$(bin_of "$variant")/llama-bench" -m "$BIG" -p 0 -n 16 -r 1 -ngl 99 --no-warmup \
+    >"$(log_path "$stem")" 2>&1 || { echo "ncu-kernel $label: ncu failed (log $(log_path "$stem"))"; return 0; }
+  "$ncu" --import "/tmp/$stem.ncu-rep" --csv --page raw >"$B/results/$stem.csv" 2>>"$(log_path "$stem")" \
+    || echo "ncu-kernel $label: import failed"
+  echo "ncu-kernel $label: $(($(wc -l <"$B/results/$stem.csv") - 2)) launches -> results/$stem.csv"
+}
+
 # flash-linear-attention's chunk_gated_delta_rule at the same shapes on the same host, in the same run (issue #10's
 # reference, CUDA-graph replay): fla-core and einops from the bundle's wheels into a private folder, beside the host's
 # torch and triton; where it cannot run, one logged line and the step goes on
@@ -403,6 +431,9 @@ case "$STEP" in
   profile-a)
     for spec in $(timed $(ok_variants $(measured "$STACK_EXP" "$STACK" fusion-5))); do session_profile "$spec" "$BIG"; done
     ;;
+  ncu-kernel)  # one decode kernel under Nsight Compute (ncu_decode_kernel) in stock and each variant and arm profiled
+    for spec in stock $(timed $(ok_variants $(measured "$STACK_EXP" "$STACK" fusion-5))); do ncu_decode_kernel "$spec"; done
+    ;;
   profile-b)
     for spec in $(ok_variants fusion-1 fusion-3 fusion-2 "${EXPERIMENTS[@]}"); do session_profile "$spec" "$BIG"; done
     ;;
@@ -431,6 +462,6 @@ case "$STEP" in
   variants)  # what start builds besides stock
     all_variants
     ;;
-  *) echo "unknown step $STEP (run poll pack smoke check check-own eval-own check-mm control eval eval-decode eval2 race flake profile-a profile-b standalone kernels models variants)" >&2
+  *) echo "unknown step $STEP (run poll pack smoke check check-own eval-own check-mm control eval eval-decode eval2 race flake ncu-kernel profile-a profile-b standalone kernels models variants)" >&2
      exit 2 ;;
 esac

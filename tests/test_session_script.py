@@ -117,6 +117,40 @@ def test_flake_settings_choose_the_environments(tmp_path: Path) -> None:
     assert "EMPTY" in lines[0] and "failed=2" in lines[2] and "failed=0 last: 1/1" in lines[3]
 
 
+def test_ncu_kernel_runs_each_variant_and_arm_under_its_environment(tmp_path: Path) -> None:
+    """Session 31's question for the next: does the weight streams' L2 policy decide what flash attention finds in L2?
+    ncu-kernel profiles one decode kernel in stock and every variant and arm (the arm under its environment), with
+    L2 left as the kernels before left it and the clocks untouched, and keeps each raw page."""
+    home, batch, calls = tmp_path / "home", tmp_path / "b", tmp_path / "ncu-calls.txt"
+    for variant in ("stock", "fusion-5"):
+        _fake_binary(home, variant, "exit 0\n", tool="llama-bench")
+    raw = '"Kernel Name","gpu__time_duration.sum"\n"","usecond"\n"flash_attn_ext_f16(x)","7.2"\n'
+    _stub_bin(
+        tmp_path / "stub",
+        "ncu",
+        f'if [[ "$1" == --import ]]; then printf \'{raw}\'; exit 0; fi\necho "$*" >>"{calls}"\n',
+    )
+    (batch / "results").mkdir(parents=True)
+    (batch / "results" / "builds.json").write_text('[{"variant": "stock"}, {"variant": "fusion-5"}]')
+    env = {
+        "FUSEKIT_HOME": str(home),
+        "VARIANTS": "fusion-5 fusion-5@GGML_CUDA_PDL=0",
+        "NCU": str(tmp_path / "stub" / "ncu"),
+    }
+    done = _run(batch, "ncu-kernel", env)
+    assert done.returncode == 0, done.stderr
+    stock, plain, arm = calls.read_text().splitlines()
+    for line in (stock, plain, arm):
+        assert "--cache-control none" in line and "--clock-control none" in line
+        assert "-k regex:flash_attn_ext_f16" in line and "lts__t_sectors_srcunit_tex_op_read_lookup_hit.sum" in line
+    assert "/trees/stock/build-cuda-sm90/bin/llama-bench -m" in stock
+    assert "env " + str(home / "trees" / "fusion-5") in plain
+    assert "env GGML_CUDA_PDL=0 " + str(home / "trees" / "fusion-5") in arm
+    pages = sorted(p.name for p in (batch / "results").glob("ncu-kernel-*.csv"))
+    assert pages == ["ncu-kernel-fusion-5.csv", "ncu-kernel-fusion-5@GGML_CUDA_PDL=0.csv", "ncu-kernel-stock.csv"]
+    assert done.stdout.count(" 1 launches -> results/ncu-kernel-") == 3
+
+
 def test_flake_logs_of_a_long_stack_label_fit_a_file_name(tmp_path: Path) -> None:
     """Session 11: the stack with every experiment has a 229-byte label, and 'flake-LABEL-GGML_CUDA_DISABLE_GRAPHS=1-N
     .log' passed the 255 bytes of a file name, so every run 'failed' without running; the logs now fall back to a
