@@ -151,6 +151,36 @@ def test_ncu_kernel_runs_each_variant_and_arm_under_its_environment(tmp_path: Pa
     assert done.stdout.count(" 1 launches -> results/ncu-kernel-") == 3
 
 
+def test_profile_of_an_arm_of_a_long_label_gets_a_trace_folder(tmp_path: Path) -> None:
+    """Session 31: the trace folder of LABEL@GGML_CUDA_PDL=0 (a 240-byte label) passed the 255 bytes of a file
+    name, and the profile step stopped at the first arm; the folder now goes through fit_name, the label stays in
+    --variant."""
+    stub, record, batch, home = tmp_path / "stub", tmp_path / "fusekit-args.txt", tmp_path / "b", tmp_path / "home"
+    real = subprocess.run(["bash", "-c", "command -v python3"], capture_output=True, text=True).stdout.strip()
+    _stub_bin(
+        stub,
+        "python3",
+        f'if [[ "$*" == *"from fusekit.cli import main"* ]]; then shift 2; echo "$*" >>"{record}"; exit 0; fi\n'
+        f'exec "{real}" "$@"\n',
+    )
+    patches = [tmp_path / f"{letter * 75}.patch" for letter in "xyz"]
+    for patch in patches:
+        patch.write_text("--- a/README.md\n+++ b/README.md\n@@ -1 +1 @@\n-a\n+b\n")
+    spec = "+".join(["fusion-5", *map(str, patches)]) + "@GGML_CUDA_PDL=0"
+    label = "+".join(["fusion-5", *(letter * 75 for letter in "xyz")])
+    assert len(label.encode()) < 240 < len((label + "@GGML_CUDA_PDL=0").encode())
+    (batch / "results").mkdir(parents=True)
+    (batch / "results" / "builds.json").write_text(f'[{{"variant": "stock"}}, {{"variant": "{label}"}}]')
+    env = {"FUSEKIT_HOME": str(home), "VARIANTS": spec, "PATH": f"{stub}:{os.environ['PATH']}"}
+    done = _run(batch, "profile-a", env)
+    assert done.returncode == 0, done.stderr
+    args = record.read_text().split()
+    assert args[:3] == ["profile", "--variant", spec]
+    out = Path(args[args.index("--out") + 1])
+    assert out.is_dir() and out.parent == batch / "traces" and len(out.name.encode()) <= 240
+    assert out.name.endswith("@GGML_CUDA_PDL=0")
+
+
 def test_flake_logs_of_a_long_stack_label_fit_a_file_name(tmp_path: Path) -> None:
     """Session 11: the stack with every experiment has a 229-byte label, and 'flake-LABEL-GGML_CUDA_DISABLE_GRAPHS=1-N
     .log' passed the 255 bytes of a file name, so every run 'failed' without running; the logs now fall back to a
