@@ -121,15 +121,15 @@ def canonical(entries: list[Entry]) -> list[Entry]:
 MAX_LABEL_BYTES = 240
 
 
-def file_stem(name: str) -> str:
-    """``name`` as a file or folder name: itself up to MAX_LABEL_BYTES, else ``<hash>-`` of the whole and its last
-    bytes, where an arm's environment is (``VARIANT@GGML_CUDA_PDL=0`` can pass 255 bytes where ``VARIANT`` does not;
-    scripts/host_env.sh's fit_name cuts the same way)."""
+def file_stem(name: str, limit: int = MAX_LABEL_BYTES) -> str:
+    """``name`` as a file or folder name: itself up to ``limit`` bytes, else ``<hash>-`` of the whole and its last
+    bytes, where an arm's environment is (``VARIANT@GGML_CUDA_PDL=0`` plus a suffix can pass 255 bytes where
+    ``VARIANT`` does not; scripts/host_env.sh's fit_name cuts the same way)."""
     raw = name.encode()
-    if len(raw) <= MAX_LABEL_BYTES:
+    if len(raw) <= limit:
         return name
     digest = hashlib.sha256(raw).hexdigest()[:12]
-    return digest + "-" + raw[-(MAX_LABEL_BYTES - 13) :].decode(errors="ignore")
+    return digest + "-" + raw[-(limit - 13) :].decode(errors="ignore")
 
 
 def label_of(entries: list[Entry]) -> str:

@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 
 from evals.arms import split_arm
+from evals.profile import record
 from evals.profile.record import decode_argv, sides
 from fusekit.errors import FusekitError
 from fusekit.variants import Variant
@@ -43,3 +44,15 @@ def test_a_malformed_arm_is_one_clear_line(tmp_path: Path) -> None:
     assert_one_line_error(run_profile("--variant", "stack-1-5@PDL", "--model", str(model)), "NAME=VALUE", "'PDL'")
     with pytest.raises(FusekitError, match="NAME=VALUE"):
         split_arm("fusion-5@GGML_CUDA_PDL")
+
+
+def test_a_trace_of_a_long_arm_leaves_room_for_what_nsys_adds(tmp_path: Path) -> None:
+    """Session 31: an arm's 254-byte name gave a 263-byte .nsys-rep, and at a 240-byte stem the export still failed
+    on its 247-byte .sqlite; the stem is cut to TRACE_STEM_BYTES, the environment kept."""
+    arm = "+".join(f"experiment-{i:02d}" for i in range(18)) + "+10-more-065bec762a40@GGML_CUDA_PDL=0"
+    assert len((arm + ".nsys-rep").encode()) > 255
+    base = record.trace_base(tmp_path, arm)
+    assert base.parent == tmp_path and base.name.endswith("@GGML_CUDA_PDL=0")
+    assert len((base.name + ".sqlite-journal").encode()) <= record.TRACE_STEM_BYTES + len(".sqlite-journal") < 255
+    base.with_suffix(".nsys-rep").write_text("")  # the file system takes it, the suffix where nsys puts it
+    assert record.trace_base(tmp_path, "stock") == tmp_path / "stock"

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import re
 from pathlib import Path
 
@@ -24,6 +25,8 @@ from fusekit.stack import (
 )
 
 from .conftest import TEST_DATA, TEST_PATCHES
+
+REPO = Path(__file__).resolve().parents[1]
 
 
 def test_pin_is_complete() -> None:
@@ -130,13 +133,16 @@ def test_long_labels_still_name_a_folder(tmp_path: Path) -> None:
 
 
 def test_an_arm_of_a_long_label_still_names_a_file(tmp_path: Path) -> None:
-    """Session 31: ``LABEL@GGML_CUDA_PDL=0`` of a 240-byte label passed 255 bytes as a trace folder and a .kld file;
-    file_stem keeps the environment (the name's end) and a hash of the whole."""
-    names = [f"fusion-{n}" for n in (1, 2, 3, 5)] + [f"experiment-with-a-long-name-{i:02d}" for i in range(12)]
-    label = label_of([_entry("fusion" if n.startswith("fusion-") else "patch", n, tmp_path) for n in names])
+    """Session 31: ``LABEL@GGML_CUDA_PDL=0`` of a 238-byte label (254 bytes) fits a file name, but its eval scratch
+    file (``.kld``) and its trace (``.nsys-rep``) did not; file_stem keeps the environment (the name's end) and a hash
+    of the whole."""
+    session31 = REPO / "results" / "h200-2026-12-04-session31-z-pdl" / "eval-all-35b.partial.json"
+    label = json.loads(session31.read_text())["variants"][1]["name"]  # GSL, as label_of cut it
     arm, other = label + "@GGML_CUDA_PDL=0", label + "@GGML_CUDA_PDL=1"
+    assert len((arm + ".kld").encode()) > 255  # the case that failed
     stem = file_stem(arm)
-    assert len((stem + ".nsys-rep").encode()) < 255 and stem.endswith("@GGML_CUDA_PDL=0")
+    assert len((stem + ".kld").encode()) <= 255 and stem.endswith("@GGML_CUDA_PDL=0")
+    assert len(file_stem(arm, 100).encode()) == 100 and file_stem(arm, 100).endswith("@GGML_CUDA_PDL=0")
     assert stem != file_stem(other) and stem == file_stem(arm)
     assert (
         file_stem(label) == label

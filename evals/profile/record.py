@@ -24,6 +24,10 @@ from .parse import Profile, read_profile
 
 Env = tuple[tuple[str, str], ...]
 
+# A trace's file stem leaves room for what nsys and SQLite add to it (.nsys-rep, .qdstrm, .sqlite, a journal): session
+# 31's export failed ("unable to open database file") on a 247-byte .sqlite name, with every name under 255 bytes
+TRACE_STEM_BYTES = 200
+
 
 def sides(stock: Variant, current: Variant, env: Env) -> list[tuple[Variant, Env]]:
     """What to trace: stock as it is, then the variant under its arm's environment (stock again when it is an arm
@@ -31,6 +35,11 @@ def sides(stock: Variant, current: Variant, env: Env) -> list[tuple[Variant, Env
     if current.is_stock and not env:
         return [(stock, ())]
     return [(stock, ()), (current, env)]
+
+
+def trace_base(folder: Path, name: str) -> Path:
+    """Where the trace of side ``name`` (an arm's name included) is recorded: its file stem cut to TRACE_STEM_BYTES."""
+    return folder / file_stem(name, TRACE_STEM_BYTES)
 
 
 def decode_argv(llama_bench: Path, model: Path, decode: int, prompt: int, env: Env) -> list[str]:
@@ -65,7 +74,7 @@ def record_variants(
         name = arm_name(variant.label, side_env)
         argv = decode_argv(build.tool("llama-bench"), model, decode, prompt, side_env)
         note(f"tracing {name}: {' '.join(argv)}")
-        sqlite = runner.trace(nsys, folder / file_stem(name), argv)
+        sqlite = runner.trace(nsys, trace_base(folder, name), argv)
         profile = read_profile(sqlite, tokens, f"--decode {decode}")
         if prompt:
             profile.notes.append(f"the trace also holds the {prompt}-token prompt fill: no per-token figures")
