@@ -225,14 +225,14 @@ ncu_decode_kernel() {
   local metrics=gpu__time_duration.sum,dram__sectors_read.sum,l1tex__m_xbar2l1tex_read_sectors.sum
   metrics+=,lts__t_requests_srcunit_tex_op_read.sum,lts__t_sectors_srcunit_tex_op_read_lookup_hit.sum,smsp__inst_executed.sum
   smi "ncu-kernel $label"
-  # shellcheck disable=SC2046
+  # shellcheck disable=SC2086  # the arm's settings split into separate K=V words for env
   timeout "${NCU_TIMEOUT:-300}" "$ncu" --clock-control none --cache-control none -f -o "/tmp/$stem" \
     -k "regex:${NCU_KERNEL:-flash_attn_ext_f16}" --launch-skip "${NCU_LAUNCH_SKIP:-32}" \
     --launch-count "${NCU_LAUNCH_COUNT:-40}" --metrics "$metrics" \
     env ${settings//,/ } "$(bin_of "$variant")/llama-bench" -m "$BIG" -p 0 -n 16 -r 1 -ngl 99 --no-warmup \
     >"$(log_path "$stem")" 2>&1 || { echo "ncu-kernel $label: ncu failed (log $(log_path "$stem"))"; return 0; }
   "$ncu" --import "/tmp/$stem.ncu-rep" --csv --page raw >"$B/results/$stem.csv" 2>>"$(log_path "$stem")" \
-    || echo "ncu-kernel $label: import failed"
+    || { echo "ncu-kernel $label: import failed (log $(log_path "$stem"))"; return 0; }
   echo "ncu-kernel $label: $(($(wc -l <"$B/results/$stem.csv") - 2)) launches -> results/$stem.csv"
 }
 
