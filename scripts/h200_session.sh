@@ -444,10 +444,13 @@ case "$STEP" in
     # the GLU output's q8_1 hand-offs (#7); check, sabotage, timing of each; then fla's chunked kernel at fusion-4's
     # shapes (its reference). KERNEL_PROGRAMS="chunked_gdn" runs only those programs (kernels/<name>_check.cu);
     # FLA_REFERENCE=0 skips fla's timing (it runs during the builds, on the GPU a standalone timing started beside the
-    # session also uses: session 29's first call shared it)
+    # session also uses: session 29's first call shared it); KERNEL_PROGRAMS=none runs no program (sessions 31 and 32
+    # passed it and got a compile of kernels/none_check.cu)
     use_fusekit
     smi kernels
-    for program in ${KERNEL_PROGRAMS:-chunked_gdn conv_window glu_handoff}; do
+    programs=${KERNEL_PROGRAMS:-chunked_gdn conv_window glu_handoff}
+    [[ $programs != none ]] || programs=""
+    for program in $programs; do
       name=${program//_/-}
       nvcc -O3 -std=c++17 -arch=sm_90 -lineinfo -I"$REPO/kernels" -o "$B/bin/${program}_check" "$REPO/kernels/${program}_check.cu" \
         >"$B/logs/nvcc-$name.log" 2>&1 || { tail -n 20 "$B/logs/nvcc-$name.log"; continue; }

@@ -440,3 +440,19 @@ def test_poll_stops_when_the_session_process_is_gone(tmp_path: Path) -> None:
     (logs / "session.log").write_text("== setup\n")
     polled = _run(tmp_path / "b", "poll", {}, "300")
     assert polled.returncode == 0 and f"SESSION GONE: its process {gone}" in polled.stdout, polled.stdout
+
+
+def test_kernel_programs_none_compiles_no_program(tmp_path: Path) -> None:
+    """Sessions 31 and 32 passed KERNEL_PROGRAMS=none to skip the standalone programs, and the step compiled a program
+    named none; with none it must call nvcc not at all, and with a name it must compile that program."""
+    stub, record, batch = tmp_path / "stub", tmp_path / "nvcc-calls.txt", tmp_path / "b"
+    _stub_bin(stub, "nvcc", f'echo "$*" >>"{record}"; exit 1\n')
+    (batch / "bin").mkdir(parents=True)
+    env = {"FUSEKIT_HOME": str(tmp_path), "NCU": "/none", "FLA_REFERENCE": "0", "PATH": f"{stub}:{os.environ['PATH']}"}
+    done = _run(batch, "kernels", {**env, "KERNEL_PROGRAMS": "none"})
+    assert done.returncode == 0, done.stderr
+    assert not record.exists() and not (batch / "logs" / "nvcc-none.log").exists()
+
+    done = _run(batch, "kernels", {**env, "KERNEL_PROGRAMS": "conv_window"})
+    assert done.returncode == 0, done.stderr
+    assert "kernels/conv_window_check.cu" in record.read_text()
