@@ -312,6 +312,16 @@ std::vector<float> stream_run(const uint8_t * x, const uint8_t * y, int nblocks,
     constexpr int   y_block_bytes = kYBlockBytes;
     const uint8_t * ysrc          = y;
 #endif
+#if defined(FUSEKIT_STREAM_Y_REGISTERS)
+    // fusion-5-stream-zy-y-registers: where plan keeps a lane's blocks of y in registers, each lane's read once from the
+    // copy through the header's load_y_registers, the parts below through part_dot_y_registers
+    const bool y_regs = stream_y_in_registers(W, nblocks);
+    int        y_words[kWarp][kYRegTiles][8];
+    float      y_scale[kWarp][kYRegTiles];
+    for (int lane = 0; y_regs && lane < kWarp; ++lane) {
+        load_y_registers(ysrc, lane, y_words[lane], y_scale[lane]);
+    }
+#endif
     std::vector<float> out;
     float slots[kWarp][Order::slots] = {};
     int   tile = 0, slot = 0;
@@ -322,7 +332,11 @@ std::vector<float> stream_run(const uint8_t * x, const uint8_t * y, int nblocks,
         for (int lane = 0; lane < nused; ++lane) {
             const uint8_t * yb = ysrc + (tile * kTileBlocks + lane) * y_block_bytes;
             for (int part = 0; part < Order::parts; ++part) {
-#if defined(FUSEKIT_STREAM_Y_PAIRS)
+#if defined(FUSEKIT_STREAM_Y_REGISTERS)
+                const float d = y_regs ? part_dot_y_registers<W, PlainHooks>(ring[slot], lane, part, y_words[lane],
+                                                                             y_scale[lane], tile)
+                                       : part_dot_pair_y<W, PlainHooks>(ring[slot], lane, part, yb);
+#elif defined(FUSEKIT_STREAM_Y_PAIRS)
                 const float d = part_dot_pair_y<W, PlainHooks>(ring[slot], lane, part, yb);
 #elif defined(FUSEKIT_STREAM_Y_SHARED)
                 const float d = part_dot_shared_y<W, PlainHooks>(ring[slot], lane, part, yb);

@@ -253,13 +253,22 @@ int main(int argc, char ** argv) {
                 constexpr bool Y = decltype(y_tag)::value;
                 constexpr bool L = decltype(lean_tag)::value;
                 constexpr bool I = decltype(interleave_tag)::value;
-                constexpr bool P = decltype(pairs_tag)::value;  // fusion-5-stream-y-pairs' layout of y's copy
+                constexpr bool P = decltype(pairs_tag)::value != 0;  // fusion-5-stream-y-pairs' layout of y's copy
+                constexpr bool R = decltype(pairs_tag)::value == 2;  // ... and fusion-5-stream-zy-y-registers (Q8_0)
                 constexpr bool S = decltype(slots_tag)::value;
                 constexpr int  K = decltype(copy_tag)::value;  // fusion-5-stream-tma-copies' StreamCopy, 0: hinted
                 if (Y && s.nblocks > kStreamYBlocks) {
                     return;
                 }
-#if defined(FUSEKIT_STREAM_Y_PAIRS)
+#if defined(FUSEKIT_STREAM_Y_REGISTERS)
+                if (R && (s.w != Weights::q8_0 || s.nblocks > kYRegTiles * kTileBlocks)) {
+                    return;  // plan keeps y in shared memory there: the contender without R is that kernel
+                }
+                constexpr StreamCopy copy = static_cast<StreamCopy>(K);
+                const Launch l = s.w == Weights::q4_0 ? plan_stream<PlainHooks, Weights::q4_0, D, Y, L, I, S, copy, P, false>(p, sm_count)
+                                                      : plan_stream<PlainHooks, Weights::q8_0, D, Y, L, I, S, copy, P, R>(p, sm_count);
+#elif defined(FUSEKIT_STREAM_Y_PAIRS)
+                static_assert(!R, "y in registers needs fusion-5-stream-zy-y-registers");
                 constexpr StreamCopy copy = static_cast<StreamCopy>(K);
                 const Launch l = s.w == Weights::q4_0 ? plan_stream<PlainHooks, Weights::q4_0, D, Y, L, I, S, copy, P>(p, sm_count)
                                                       : plan_stream<PlainHooks, Weights::q8_0, D, Y, L, I, S, copy, P>(p, sm_count);
@@ -287,7 +296,7 @@ int main(int argc, char ** argv) {
 #endif
                 contenders.push_back({"mmvq order stream d" + std::to_string(D) + (Y ? " y-shared" : "") +
                                           (L ? " lean" : "") + (I ? " interleaved" : "") +
-                                          (S ? " slots" : "") + copy_name(K) + (P ? " y-pairs" : ""),
+                                          (S ? " slots" : "") + copy_name(K) + (P ? " y-pairs" : "") + (R ? " y-regs" : ""),
                                       l.kernel, l.grid});
             };
             const std::false_type                            runs{};  // contiguous runs of rows per warp
@@ -345,6 +354,12 @@ int main(int argc, char ** argv) {
             // after session 29's stalls (the l1 kernel waits on the shared-memory queue): the l1 copies with y's copy
             // laid out for 8-byte loads (plan's)
             add_slots(d3, y_copied, std::integral_constant<int, 2>{}, std::true_type{});
+#endif
+#if defined(FUSEKIT_STREAM_Y_REGISTERS)
+            // after session 32: the kernel of stack-1-5-stock-order-l1 (l1 hinted copies, y's pair layout), and the
+            // same with a lane's blocks of y in registers where a row has at most two tiles (plan's)
+            add_slots(d3, y_copied, std::integral_constant<int, 4>{}, std::true_type{});
+            add_slots(d3, y_copied, std::integral_constant<int, 4>{}, std::integral_constant<int, 2>{});
 #endif
 #elif defined(FUSEKIT_STREAM_Y_SHARED)
             // fusion-5-stock-y-shared: the kernel before it (y read from global memory per part) at depths 3 and 4,
