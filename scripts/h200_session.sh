@@ -224,6 +224,7 @@ ncu_decode_kernel() {
   stem="ncu-kernel-$(fit_name "$label" 220)"
   local metrics=gpu__time_duration.sum,dram__sectors_read.sum,l1tex__m_xbar2l1tex_read_sectors.sum
   metrics+=,lts__t_requests_srcunit_tex_op_read.sum,lts__t_sectors_srcunit_tex_op_read_lookup_hit.sum,smsp__inst_executed.sum
+  metrics+=${NCU_KERNEL_METRICS:+,$NCU_KERNEL_METRICS}  # more, comma-separated (names as `ncu --query-metrics` lists them)
   smi "ncu-kernel $label"
   # shellcheck disable=SC2086  # the arm's settings split into separate K=V words for env
   timeout "${NCU_TIMEOUT:-300}" "$ncu" --clock-control none --cache-control none -f -o "/tmp/$stem" \

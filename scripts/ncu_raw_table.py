@@ -7,8 +7,10 @@ issue activity, DRAM throughput, the two stall reasons that tell issue-bound fro
 With --traffic, the memory traffic instead: sectors DRAM read, sectors L2 sent to L1 and the requests and hits
 behind them (an export made with those metrics in NCU_METRICS, as scripts/stock_order_gpu_check.sh takes them).
 With --stalls, where the warps wait: cycles stalled per issued instruction, by reason (the WarpStateStats section).
+--metric NAME (repeatable) adds a column of that metric as ncu wrote it. Values keep 6 significant digits in the JSON
+(a small kernel's sector counts in millions would round away at a fixed number of decimals).
 
-    python3 scripts/ncu_raw_table.py results/<session>/ncu-raw.csv.xz [--traffic | --stalls] [--json out.json]
+    python3 scripts/ncu_raw_table.py results/<s>/ncu-raw.csv.xz [--traffic | --stalls] [--metric M] [--json out.json]
 """
 
 from __future__ import annotations
@@ -97,7 +99,7 @@ def kernel_table(
             record["grid"] = row[col["Grid Size"]]
         for metric, title, scale in columns:
             text = row[col[metric]].replace(",", "") if metric in col else ""
-            record[title] = round(float(text) * scale, 3) if text else None
+            record[title] = float(f"{float(text) * scale:.6g}") if text else None
         records.append(record)
     return records
 
@@ -119,8 +121,12 @@ def main(argv: list[str] | None = None) -> int:
     view = parser.add_mutually_exclusive_group()
     view.add_argument("--traffic", action="store_true", help="the memory-traffic columns instead (TRAFFIC)")
     view.add_argument("--stalls", action="store_true", help="stall cycles per issued instruction by reason instead")
+    parser.add_argument(
+        "--metric", action="append", default=[], help="also this metric, unscaled, as a column (repeatable)"
+    )
     args = parser.parse_args(argv)
     columns = TRAFFIC if args.traffic else STALLS if args.stalls else COLUMNS
+    columns = columns + tuple((metric, metric, 1.0) for metric in args.metric)
     try:
         records = kernel_table(read_rows(args.raw), columns)
     except (OSError, ValueError, lzma.LZMAError) as err:  # ValueError: RawPageError, bad numbers, bad text

@@ -136,6 +136,7 @@ def test_ncu_kernel_runs_each_variant_and_arm_under_its_environment(tmp_path: Pa
         "FUSEKIT_HOME": str(home),
         "VARIANTS": "fusion-5 fusion-5@GGML_CUDA_PDL=0",
         "NCU": str(tmp_path / "stub" / "ncu"),
+        "NCU_KERNEL_METRICS": "lts__t_sectors_srcunit_ltcfabric.sum,dram__cycles_active.avg",
     }
     done = _run(batch, "ncu-kernel", env)
     assert done.returncode == 0, done.stderr
@@ -143,6 +144,7 @@ def test_ncu_kernel_runs_each_variant_and_arm_under_its_environment(tmp_path: Pa
     for line in (stock, plain, arm):
         assert "--cache-control none" in line and "--clock-control none" in line
         assert "-k regex:flash_attn_ext_f16" in line and "lts__t_sectors_srcunit_tex_op_read_lookup_hit.sum" in line
+        assert "smsp__inst_executed.sum,lts__t_sectors_srcunit_ltcfabric.sum,dram__cycles_active.avg " in line
     assert "/trees/stock/build-cuda-sm90/bin/llama-bench -m" in stock
     assert "env " + str(home / "trees" / "fusion-5") in plain
     assert "env GGML_CUDA_PDL=0 " + str(home / "trees" / "fusion-5") in arm
