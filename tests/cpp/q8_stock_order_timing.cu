@@ -261,7 +261,7 @@ int main(int argc, char ** argv) {
                     return;
                 }
 #if defined(FUSEKIT_STREAM_Y_REGISTERS)
-                if (R && (s.w != Weights::q8_0 || s.nblocks > kYRegTiles * kTileBlocks)) {
+                if (R && !stream_y_in_registers(s.w, s.nblocks)) {
                     return;  // plan keeps y in shared memory there: the contender without R is that kernel
                 }
                 constexpr StreamCopy copy = static_cast<StreamCopy>(K);
