@@ -17,6 +17,7 @@ from . import __version__
 from .build import BACKENDS, BuildOptions, BuildResult, build_variant
 from .compilecheck import compile_check, cublas_include, find_nvcc
 from .console import StepMeter, note, print_json, table
+from .drop import drop, droppable
 from .errors import FusekitError
 from .gitutil import git_error_text
 from .named_stacks import expand, load_stacks
@@ -153,6 +154,34 @@ def reset_cmd(ctx: click.Context) -> None:
     with ws.lock():
         reset(ws)
     click.echo("current variant: stock")
+
+
+@main.command("drop")
+@click.argument("labels", nargs=-1, metavar="VARIANT...")
+@click.option("--all", "drop_all", is_flag=True, help="Drop every variant except stock and the current one.")
+@click.option("--force", is_flag=True, help="Drop trees that hold edits not yet in a patch (the edits are lost).")
+@click.option("--json", "as_json", is_flag=True, help="Print what was dropped as JSON.")
+@click.pass_context
+def drop_cmd(ctx: click.Context, labels: tuple[str, ...], drop_all: bool, force: bool, as_json: bool) -> None:
+    """Delete variants' work trees, builds and branches to free disk (about 180 MB a tree, more when built).
+
+    VARIANT is a label as `fusekit status --json` lists it under "variants". Stock and the current
+    variant are never dropped, and a tree with edits not yet in a patch only with --force. Nothing is
+    dropped unless every VARIANT can be. Applying the same stack again makes the variant anew.
+    """
+    if bool(labels) == drop_all:
+        raise FusekitError("name the variants to drop, or pass --all (not both)")
+    ws = _workspace(ctx)
+    with ws.lock():
+        wanted = droppable(ws) if drop_all else list(labels)
+        dropped = drop(ws, wanted, force)
+    freed = sum(d.bytes_freed for d in dropped)
+    if as_json:
+        print_json({"dropped": [d.describe() for d in dropped], "bytes_freed": freed})
+        return
+    for item in dropped:
+        click.echo(f"dropped {item.label} ({item.bytes_freed / 1e6:.0f} MB)")
+    click.echo(f"{len(dropped)} variant(s) dropped, {freed / 1e6:.0f} MB freed")
 
 
 @main.command("status")

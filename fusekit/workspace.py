@@ -3,8 +3,8 @@
 Layout under the home folder (``./.fusekit`` by default)::
 
     repo.git/          bare repository; branch ``stock`` at the pinned commit, ``variant/<label>`` per variant
-    trees/<label>/     a git work tree per variant (``trees/stock`` too); edit a variant in place here
-    builds/<label>/    build folders of that variant, one per backend and options
+    trees/<label>/     a git work tree per variant (``trees/stock`` too); edit a variant in place here;
+                       its build folders ``build-<backend...>/`` live inside it ('fusekit drop' removes both)
     cache/             downloads (sdist, models), KL bases
     state.json         what was initialised from where, the current variant, the known variants
 """
@@ -42,7 +42,6 @@ class Workspace:
         self.home = home
         self.repo = home / "repo.git"
         self.trees = home / "trees"
-        self.builds = home / "builds"
         self.cache = home / "cache"
         self.state_file = home / "state.json"
 

@@ -13,6 +13,8 @@ from pathlib import Path
 import pytest
 
 from fusekit.build import BuildOptions, BuildResult, build_variant
+from fusekit.drop import drop
+from fusekit.variants import reset
 from fusekit.workspace import Workspace
 
 REPO = Path(__file__).resolve().parents[1]
@@ -54,6 +56,20 @@ def pinned_home(test_root: Path) -> Path:
     home = test_root / "home"
     Workspace(home).init(None, log)
     return home
+
+
+def variant_labels(home: Path) -> set[str]:
+    """The variants a workspace knows now."""
+    return set(Workspace(home).load_state()["variants"])
+
+
+def drop_variants_since(home: Path, before: set[str]) -> None:
+    """Reset to stock and drop every variant made since ``before`` was taken: each tree is about 180 MB, and a
+    full run applies about a hundred stacks, more disk than a CI machine may have free."""
+    ws = Workspace(home)
+    with ws.lock():
+        reset(ws)
+        drop(ws, sorted(variant_labels(home) - before), force=True)
 
 
 @pytest.fixture(scope="session")

@@ -18,6 +18,8 @@ from fusekit.cli import main
 from fusekit.compilecheck import find_nvcc
 from fusekit.registry import Registry
 
+from .conftest import drop_variants_since, variant_labels
+
 pytestmark = pytest.mark.slow
 
 REPO = Path(__file__).resolve().parent.parent
@@ -53,9 +55,11 @@ def run_json(home: Path, *args: str) -> object:
 
 @pytest.fixture
 def home(pinned_home: Path) -> Path:
+    """The shared workspace at stock; the variants a test makes are dropped after it (disk)."""
     assert run(pinned_home, "reset")[0] == 0
+    before = variant_labels(pinned_home)
     yield pinned_home
-    run(pinned_home, "reset")
+    drop_variants_since(pinned_home, before)
 
 
 def test_the_registry_has_fusions_with_cuda_sources() -> None:

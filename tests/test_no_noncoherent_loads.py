@@ -22,6 +22,8 @@ from fusekit.stack import resolve_spec
 from fusekit.variants import apply, reset
 from fusekit.workspace import Workspace
 
+from .conftest import drop_variants_since, variant_labels
+
 REPO = Path(__file__).resolve().parent.parent
 REGISTRY = Registry.load(REPO / "fusions")
 NVCC = find_nvcc()
@@ -40,10 +42,10 @@ def patched_tree(pinned_home: Path) -> Iterator[Path]:
     ws = Workspace(pinned_home)
     with ws.lock():
         reset(ws)
+        before = variant_labels(pinned_home)
         variant = apply(ws, [f.name for f in REGISTRY.fusions], REGISTRY, resolve_spec)
     yield variant.tree
-    with ws.lock():
-        reset(ws)
+    drop_variants_since(pinned_home, before)
 
 
 @pytest.fixture(scope="module")

@@ -26,6 +26,8 @@ from click.testing import CliRunner
 from fusekit.cli import main
 from fusekit.compilecheck import find_nvcc
 
+from .conftest import drop_variants_since, variant_labels
+
 REPO = Path(__file__).resolve().parent.parent
 PATCH = REPO / "patches" / "experiments" / "fusion-5-stock-order.patch"
 TILES = REPO / "patches" / "experiments" / "fusion-5-stock-ordered-tiles.patch"  # its split-1 flow on top
@@ -66,6 +68,7 @@ def order_program(pinned_home: Path, tmp_path_factory: pytest.TempPathFactory) -
     """The test program, built against the header the experiment leaves (copied out of the applied tree)."""
     work = tmp_path_factory.mktemp("stock-order")
     fusekit(pinned_home, "reset")
+    before = variant_labels(pinned_home)
     try:
         experiments = (
             PATCH,
@@ -88,7 +91,7 @@ def order_program(pinned_home: Path, tmp_path_factory: pytest.TempPathFactory) -
         tree = Path(json.loads(fusekit(pinned_home, "status", "--json"))["tree"])
         shutil.copy(tree / HEADER, work / Path(HEADER).name)
     finally:
-        fusekit(pinned_home, "reset")
+        drop_variants_since(pinned_home, before)
     for source in (GPU_CHECK, GPU_TIMING, GPU_REUSE):  # the GPU programs compile against the same header
         cmd = [str(NVCC), "-c", "-O3", "-std=c++17", "-use_fast_math", "-arch=sm_90", f"-I{work}", f"-I{KERNELS}"]
         compiled = subprocess.run([*cmd, "-o", str(work / "gpu.o"), str(source)], capture_output=True, text=True)
