@@ -91,13 +91,20 @@ def materialize(ws: Workspace, entries: list[Entry]) -> Variant:
             f"variant {label} has edits not yet in a patch in {tree}; "
             f"run 'fusekit refresh NAME' or 'git -C {tree} stash' before it is rebuilt"
         )
+    ws.require_room_for_trees(1 if tree.is_dir() else 2)  # the scratch tree, and the variant's own if new
     head = _build_branch(ws, entries)
     branch = variant_branch(label)
     if tree.is_dir():
         run_git(tree, "reset", "-q", "--hard", head)
     else:
         run_git(ws.repo, "branch", "-f", branch, head)
-        run_git(ws.repo, "worktree", "add", "-q", str(tree), branch)
+        try:
+            run_git(ws.repo, "worktree", "add", "-q", str(tree), branch)
+        except BaseException:  # a checkout cut short (disk full, interrupt): no half tree, no branch left behind
+            shutil.rmtree(tree, ignore_errors=True)
+            run_git(ws.repo, "worktree", "prune")
+            run_git(ws.repo, "branch", "-D", branch)
+            raise
     state["variants"][label] = {
         "entries": [_entry_record(e) for e in entries],
         "stack_sha256": digest,

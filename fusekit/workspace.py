@@ -31,6 +31,7 @@ from .stack import STOCK
 
 STATE_VERSION = 1
 STOCK_BRANCH = "stock"
+TREE_BYTES = 200_000_000  # a work tree of the pinned llama.cpp without builds takes about 176 MB
 
 
 def variant_branch(label: str) -> str:
@@ -100,6 +101,16 @@ class Workspace:
 
     def tree(self, label: str) -> Path:
         return self.trees / label
+
+    def require_room_for_trees(self, count: int) -> None:
+        """Refuse, before anything is written, when the disk cannot take ``count`` more work trees."""
+        free = shutil.disk_usage(self.home).free
+        needed = count * TREE_BYTES
+        if free < needed:
+            raise FusekitError(
+                f"only {free / 1e6:.0f} MB free under {self.home}, and this needs about {needed / 1e6:.0f} MB "
+                f"({count} llama.cpp work tree(s)); 'fusekit drop --all' deletes the trees of other variants"
+            )
 
     @contextlib.contextmanager
     def lock(self) -> Iterator[None]:

@@ -103,3 +103,15 @@ def test_all_keeps_stock_and_the_current_variant(own_home: Path, two_variants: t
     assert Workspace(own_home).tree(noop).is_dir()
     assert fusekit(own_home, "drop", "--all", noop)[0] == 1  # names and --all together
     assert fusekit(own_home, "reset")[0] == 0
+
+
+def test_apply_refuses_in_one_line_when_the_disk_cannot_take_the_trees(
+    own_home: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    before = variants(own_home)
+    monkeypatch.setattr("fusekit.workspace.TREE_BYTES", 10**18)  # more than any disk has free
+    code, output = fusekit(own_home, "apply", README_NOTE, NOOP)  # a stack no other test makes
+    assert code == 1 and output.startswith("fusekit: error: only ") and "fusekit drop --all" in output, output
+    assert len(output.strip().splitlines()) == 1
+    assert variants(own_home) == before
+    assert Workspace(own_home).load_state()["current"] == "stock"
