@@ -214,6 +214,23 @@ ncu_chunked_gdn() {
 # question: does the weight streams' L2 policy decide what the next kernel finds there); --clock-control none: ncu
 # would lock the SM clock, and we never change clocks. The raw page: results/ncu-kernel-<label>.csv; a missing ncu or a
 # failed run is logged and the step goes on.
+# ",NAME,NAME...": those of the comma-separated NAMES whose base (before the first '.') this host's ncu lists under
+# --query-metrics (queried once per batch); an unknown name fails a whole ncu run, so it is dropped with one logged
+# line. Where the query itself fails, every name is kept.
+known_ncu_metrics() {
+  local ncu=$1 names=$2 list=$B/logs/ncu-query-metrics.txt kept="" name
+  [[ -n $names ]] || return 0
+  [[ -s $list ]] || "$ncu" --query-metrics >"$list" 2>&1 || : >"$list"
+  for name in ${names//,/ }; do
+    if [[ ! -s $list ]] || awk -v base="${name%%.*}" '$1 == base { found = 1 } END { exit !found }' "$list"; then
+      kept+=",$name"
+    else
+      echo "ncu-kernel: dropped metric $name (not in this host's ncu --query-metrics)" | tee -a "$B/logs/ncu-kernel.log" >&2
+    fi
+  done
+  echo "$kept"
+}
+
 ncu_decode_kernel() {
   local spec=$1 ncu=${NCU:-} label variant settings stem
   [[ -n $ncu ]] || ncu=$(ls /opt/nvidia/nsight-compute/*/ncu /usr/local/cuda/bin/ncu 2>/dev/null | tail -n 1 || true)
@@ -224,7 +241,7 @@ ncu_decode_kernel() {
   stem="ncu-kernel-$(fit_name "$label" 220)"
   local metrics=gpu__time_duration.sum,dram__sectors_read.sum,l1tex__m_xbar2l1tex_read_sectors.sum
   metrics+=,lts__t_requests_srcunit_tex_op_read.sum,lts__t_sectors_srcunit_tex_op_read_lookup_hit.sum,smsp__inst_executed.sum
-  metrics+=${NCU_KERNEL_METRICS:+,$NCU_KERNEL_METRICS}  # more, comma-separated (names as `ncu --query-metrics` lists them)
+  metrics+=$(known_ncu_metrics "$ncu" "${NCU_KERNEL_METRICS:-}")  # more, comma-separated (as `ncu --query-metrics` has them)
   smi "ncu-kernel $label"
   # shellcheck disable=SC2086  # the arm's settings split into separate K=V words for env
   timeout "${NCU_TIMEOUT:-300}" "$ncu" --clock-control none --cache-control none -f -o "/tmp/$stem" \

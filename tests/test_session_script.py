@@ -40,7 +40,8 @@ def test_no_script_changes_the_cards_clocks() -> None:
     for script in sorted((REPO / "scripts").glob("*.sh")):
         for number, line in enumerate(script.read_text().splitlines(), 1):
             code = line.split("#", 1)[0]
-            runs_ncu = re.search(r'("\$ncu"|\bncu)\s+-', code) and "--import" not in code
+            reads_only = "--import" in code or "--query-metrics" in code  # no kernel runs: nothing to lock
+            runs_ncu = re.search(r'("\$ncu"|\bncu)\s+-', code) and not reads_only
             if runs_ncu and "--clock-control none" not in code:
                 offending.append(f"{script.name}:{number}")
             if re.search(r"nvidia-smi\b[^|;&]*\s(-r|-pm|-pl|-ac|-lgc|-lmc|-rgc|-c|-mig)\b", code):
@@ -128,7 +129,13 @@ def test_ncu_kernel_runs_each_variant_and_arm_under_its_environment(tmp_path: Pa
     _stub_bin(
         tmp_path / "stub",
         "ncu",
-        f'if [[ "$1" == --import ]]; then printf \'{raw}\'; exit 0; fi\necho "$*" >>"{calls}"\n',
+        f"if [[ \"$1\" == --import ]]; then printf '{raw}'; exit 0; fi\n"
+        'if [[ "$1" == --query-metrics ]]; then\n'
+        '  printf "Device NVIDIA H200 (GH100)\\n----\\nMetric Name   Metric Description\\n"\n'
+        '  printf "lts__t_sectors_srcunit_ltcfabric   # of LTS sectors from unit LTCFABRIC\\n"\n'
+        '  printf "dram__cycles_active   # of cycles where DRAM was active\\n"; exit 0\n'
+        "fi\n"
+        f'echo "$*" >>"{calls}"\n',
     )
     (batch / "results").mkdir(parents=True)
     (batch / "results" / "builds.json").write_text('[{"variant": "stock"}, {"variant": "fusion-5"}]')
@@ -136,7 +143,7 @@ def test_ncu_kernel_runs_each_variant_and_arm_under_its_environment(tmp_path: Pa
         "FUSEKIT_HOME": str(home),
         "VARIANTS": "fusion-5 fusion-5@GGML_CUDA_PDL=0",
         "NCU": str(tmp_path / "stub" / "ncu"),
-        "NCU_KERNEL_METRICS": "lts__t_sectors_srcunit_ltcfabric.sum,dram__cycles_active.avg",
+        "NCU_KERNEL_METRICS": "lts__t_sectors_srcunit_ltcfabric.sum,dram__cycles_active.avg,lts__no_such_metric.sum",
     }
     done = _run(batch, "ncu-kernel", env)
     assert done.returncode == 0, done.stderr
@@ -151,6 +158,9 @@ def test_ncu_kernel_runs_each_variant_and_arm_under_its_environment(tmp_path: Pa
     pages = sorted(p.name for p in (batch / "results").glob("ncu-kernel-*.csv"))
     assert pages == ["ncu-kernel-fusion-5.csv", "ncu-kernel-fusion-5@GGML_CUDA_PDL=0.csv", "ncu-kernel-stock.csv"]
     assert done.stdout.count(" 1 launches -> results/ncu-kernel-") == 3
+    # a name this ncu does not list would fail every run: dropped with one line per run, the others kept
+    assert "lts__no_such_metric" not in calls.read_text()
+    assert done.stderr.count("ncu-kernel: dropped metric lts__no_such_metric.sum") == 3
 
 
 def test_profile_of_an_arm_of_a_long_label_gets_a_trace_folder(tmp_path: Path) -> None:
