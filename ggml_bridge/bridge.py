@@ -58,6 +58,7 @@ class Graph:
             raise FusekitError("ggml_init failed")
         self.graph = lib.ggml_new_graph_custom(self.ctx, graph_size, False)
         self.buffer = ffi.NULL
+        self.activations: list[Any] = []  # a timing graph's input tensors, one per product
 
     def allocate(self) -> None:
         self.buffer = self.b.lib.ggml_backend_alloc_ctx_tensors(self.ctx, self.b.backend)
@@ -282,13 +283,16 @@ class Bridge:
 
         Every copy holds the same packed bytes at its own address, so once the copies together
         are several times the last-level cache, each product streams its weights from memory.
+        Every product also reads its own activation tensor (the same values): a variant that
+        reuses work between products of one input (fusion-1 quantizes each tensor once) must not
+        skip, in a race of single products, the work stock does for each. ``g.activations`` keeps them.
         """
         m = packed.shape[0]
-        g = Graph(self, copies + nodes + 1, nodes + 8)
+        g = Graph(self, copies + 2 * nodes + 1, copies + nodes + 8)  # leafs: the copies and the activations
         try:
             weights = [self.lib.ggml_new_tensor_2d(g.ctx, type_id(type_name), k, m) for _ in range(copies)]
-            act = self.lib.ggml_new_tensor_2d(g.ctx, GGML_TYPE_F32, k, n)
-            for j in range(nodes):
+            g.activations = [self.lib.ggml_new_tensor_2d(g.ctx, GGML_TYPE_F32, k, n) for _ in range(nodes)]
+            for j, act in enumerate(g.activations):
                 out = self.lib.ggml_mul_mat(g.ctx, weights[j % copies], act)
                 if j == 0:
                     self._require_support(out, f"MUL_MAT with {type_name} weights")
@@ -296,7 +300,9 @@ class Bridge:
             g.allocate()
             for w in weights:
                 self._set(w, packed)
-            self._set(act, np.random.default_rng(n).standard_normal((n, k), dtype=np.float32))
+            values = np.random.default_rng(n).standard_normal((n, k), dtype=np.float32)
+            for act in g.activations:
+                self._set(act, values)
         except BaseException:
             g.close()
             raise

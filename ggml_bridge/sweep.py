@@ -163,7 +163,8 @@ def run_sweep(
             "timing_includes": (
                 "wall clock around one synchronised ggml_backend_graph_compute of a graph of N mul_mat nodes, "
                 "divided by N: the kernel, per-node launch/dispatch cost, and any activation quantization "
-                "kernel the backend runs per node (CUDA: quantize_q8_1); not the host-device transfers"
+                "kernel the backend runs per node (CUDA: quantize_q8_1; each node reads its own activation "
+                "tensor, so no contender reuses one node's quantization in the next); not the host-device transfers"
             ),
             "cases": [],
             "checks": [],  # every check of every contender: MUL_MAT at all token counts, MUL_MAT_ID for experts

@@ -7,7 +7,7 @@ import pytest
 
 from fusekit.build import BuildResult
 from ggml_bridge import Bridge
-from ggml_bridge.checks import check_mul_mat, check_mul_mat_id, compare, sabotage
+from ggml_bridge.checks import check_mul_mat, check_mul_mat_id, compare, random_weights, sabotage
 
 pytestmark = pytest.mark.slow
 
@@ -81,3 +81,20 @@ def test_quantize_dequantize_round_trip_is_close(bridge: Bridge) -> None:
     w = np.random.default_rng(0).standard_normal((8, 256), dtype=np.float32)
     back = bridge.dequantize("q8_0", bridge.quantize("q8_0", w), 256)
     assert np.abs(back - w).max() < 0.05
+
+
+def test_every_timed_product_reads_its_own_activation_tensor(bridge: Bridge) -> None:
+    """A variant that quantizes a tensor once for all its consumers (fusion-1) would otherwise skip, in the race, the
+    per-node quantization stock pays: each node of the timing graph reads its own tensor, all of the same values."""
+    packed = bridge.quantize("q8_0", random_weights(7, M, K))
+    g = bridge.timing_graph("q8_0", packed, K, 2, copies=3, nodes=5)
+    try:
+        addresses = {int(bridge.ffi.cast("uintptr_t", t)) for t in g.activations}
+        assert len(g.activations) == 5 and len(addresses) == 5
+        assert bridge.lib.ggml_graph_n_nodes(g.graph) == 5
+        first = bridge._get_f32(g.activations[0], (2, K))
+        for act in g.activations[1:]:
+            assert np.array_equal(bridge._get_f32(act, (2, K)), first)
+        g.compute()
+    finally:
+        g.close()
