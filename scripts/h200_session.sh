@@ -11,7 +11,7 @@
 # Then two chains, one per GPU when there are two (else one after the other):
 #   GPU 0: smoke (a short run of each variant), eval (each fusion alone and the stack vs stock, 35B preset), eval2 (second model), profiles A
 #   GPU 1: check (test-backend-ops, sabotage builds), race (bridge), profiles B
-# The single steps (evaluated, check, check-own, eval, eval-own, eval-decode, eval2, race, profile-a, profile-b, kernels, standalone) can also be run alone.
+# The single steps (evaluated, check, check-own, eval, eval-own, eval-decode, eval2, race, race-mm, profile-a, profile-b, kernels, standalone) can also be run alone.
 # Besides the stack of every fusion, the stack with every experiment (patches/experiments/) on top is built,
 # checked, evaluated and profiled.
 # GPU0_STEPS / GPU1_STEPS replace the two chains' steps (e.g. GPU1_STEPS="check-mm eval2" for a short session);
@@ -138,6 +138,10 @@ smoke_values() {  # smoke_values LABEL: one 128-token chunk of perplexity on the
     echo "log-probs not finite: ${estimate:-no estimate} ($(grep -m 1 -o 'Unexpected negative standard deviation of log(prob)' "$log" || tail -n 1 "$log" | cut -c1-80))"
     return 2
   fi
+}
+
+spec_name() {  # spec_name SPEC: SPEC with each patch file named by its stem (a contender's name in the bridge's table)
+  sed -E 's#[^+]*/([^/+]*)\.patch#\1#g' <<<"$1"
 }
 
 ok_variants() {  # the variants among "$@" that were built (results/builds.json, without error) and passed their smoke run, once each
@@ -408,6 +412,42 @@ case "$STEP" in
   race)
     each race || true
     ;;
+  race-mm)  # issue #11's own measure, through the bridge (ggml_bridge mulmat: every contender checked against a
+    # float64 reference of the same quantized weights, then timed interleaved): stock and each measured variant without
+    # a sabotage patch on the whole shape table, RACE_TYPES (q8_0) at RACE_TOKENS (1,2,4,8); then each sabotaged
+    # variant's bridge check, which must fail. Contenders are named by their spec (patch files by their stem).
+    use_fusekit
+    smi race-mm
+    libs=(--lib-dir "stock=$(bin_of stock)") saboteurs=()
+    for spec in $(ok_variants $(measured "$STACK" "$STACK_EXP")); do
+      [[ $spec != *@* ]] || continue  # an arm runs its variant's build
+      if sabotaged "$spec"; then saboteurs+=("$spec"); else libs+=(--lib-dir "$(spec_name "$spec")=$(bin_of "$(spec_label "$spec")")"); fi
+    done
+    python3 -m ggml_bridge mulmat "${libs[@]}" --backend CUDA0 --types "${RACE_TYPES:-q8_0}" --shapes seed \
+      --tokens "${RACE_TOKENS:-1,2,4,8}" --check-tokens 1,2,3,8,64 --out "$B/results/race-mm.json" \
+      >"$B/results/race-mm.txt" 2>"$B/logs/race-mm.log" || echo "race-mm: the bridge exited $? (log logs/race-mm.log)"
+    tail -n 3 "$B/results/race-mm.txt"
+    for spec in "${saboteurs[@]}"; do
+      name=$(spec_name "$spec") stem="race-mm-sabotage-$(fit_name "$(spec_label "$spec")" 200)"
+      python3 -m ggml_bridge mulmat --lib-dir "$name=$(bin_of "$(spec_label "$spec")")" --backend CUDA0 \
+        --types "${RACE_TYPES:-q8_0}" --shapes seed --tokens 1 --check-tokens 1,2,8 --check \
+        --out "$B/results/$stem.json" >"$B/results/$stem.txt" 2>&1 || true
+      # judged from the result, not the exit status: a bridge that could not run fails too, and must not count
+      echo "race-mm $name: $(python3 - "$B/results/$stem.json" <<'PY'
+import json, sys
+try:
+    checks = json.load(open(sys.argv[1]))["payload"]["checks"]
+except (OSError, ValueError, KeyError):
+    print("NO RESULT: the bridge did not run (see its .txt)")
+    sys.exit()
+failed = sum(not c["passed"] for c in checks)
+verdict = "failed, as a sabotaged build must" if failed else "PASSED, and a sabotaged build must fail"
+print(f"{failed} of {len(checks)} checks failed: {verdict}")
+PY
+)" | tee -a "$B/results/checks.txt"
+    done
+    smi race-mm
+    ;;
   smoke)  # a short prompt and decode of each variant on the 35B preset, and one chunk of perplexity at one token
     # per batch (SMOKE_VALUES=0: not): a crash or NaN log-probs keep it out of the evals; a sabotaged build is
     # expected to compute wrong values, so only its run is checked
@@ -483,6 +523,6 @@ case "$STEP" in
   variants)  # what start builds besides stock
     all_variants
     ;;
-  *) echo "unknown step $STEP (run poll pack smoke check check-own eval-own check-mm control eval eval-decode eval2 race flake ncu-kernel profile-a profile-b standalone kernels models variants)" >&2
+  *) echo "unknown step $STEP (run poll pack smoke check check-own eval-own check-mm control eval eval-decode eval2 race race-mm flake ncu-kernel profile-a profile-b standalone kernels models variants)" >&2
      exit 2 ;;
 esac

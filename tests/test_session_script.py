@@ -3,6 +3,7 @@ stand-in test-backend-ops (the real one needs CUDA)."""
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import subprocess
@@ -468,3 +469,63 @@ def test_kernel_programs_none_compiles_no_program(tmp_path: Path) -> None:
     done = _run(batch, "kernels", {**env, "KERNEL_PROGRAMS": "conv_window"})
     assert done.returncode == 0, done.stderr
     assert "kernels/conv_window_check.cu" in record.read_text()
+
+
+@pytest.mark.parametrize("sabotage_fails", [True, False], ids=["sabotage-caught", "sabotage-missed"])
+def test_race_mm_races_the_variants_against_stock_and_judges_the_sabotage_by_its_checks(
+    tmp_path: Path, sabotage_fails: bool
+) -> None:
+    """Issue #11's criterion is measured through the bridge: race-mm puts stock and every unsabotaged variant in one
+    race (named by spec, patch files by stem), and a sabotaged build's bridge check must show failed checks; its
+    verdict comes from the result, so a bridge that did not run never counts as a caught sabotage."""
+    home, batch, stub, record = tmp_path / "home", tmp_path / "b", tmp_path / "stub", tmp_path / "bridge-calls.txt"
+    real = subprocess.run(["bash", "-c", "command -v python3"], capture_output=True, text=True).stdout.strip()
+    diff = "--- a/README.md\n+++ b/README.md\n@@ -1 +1 @@\n-a\n+b\n"
+    experiment, sabotage = tmp_path / "fusion-5-thing.patch", tmp_path / "sabotage-thing.patch"
+    experiment.write_text(diff)
+    sabotage.write_text(diff)
+    labels = ["fusion-5", "fusion-5+fusion-5-thing", "fusion-5+fusion-5-thing+sabotage-thing"]
+    for label in ["stock", *labels]:
+        _fake_binary(home, label, "exit 0\n", tool="llama-bench")
+    checks = json.dumps({"payload": {"checks": [{"passed": True}, {"passed": not sabotage_fails}]}})
+    _stub_bin(
+        stub,
+        "python3",
+        'if [[ "$1 $2" == "-m ggml_bridge" ]]; then\n'
+        f'  echo "$*" >>"{record}"\n'
+        '  if [[ " $* " == *" --check "* ]]; then\n'
+        '    out=""; prev=""; for a in "$@"; do [[ $prev == --out ]] && out=$a; prev=$a; done\n'
+        f"    echo '{checks}' >\"$out\"; exit 1\n"
+        "  fi\n"
+        "  exit 0\n"
+        f'fi\nexec "{real}" "$@"\n',
+    )
+    (batch / "results").mkdir(parents=True)
+    (batch / "results" / "builds.json").write_text(json.dumps([{"variant": v} for v in ["stock", *labels]]))
+    specs = f"fusion-5 fusion-5+{experiment} fusion-5+{experiment}+{sabotage}"
+    env = {"FUSEKIT_HOME": str(home), "VARIANTS": specs, "PATH": f"{stub}:{os.environ['PATH']}"}
+    done = _run(batch, "race-mm", env)
+    assert done.returncode == 0, done.stderr
+    race, check = record.read_text().splitlines()
+    trees = home / "trees"
+    assert f"--lib-dir stock={trees}/stock/build-cuda-sm90/bin --lib-dir fusion-5={trees}/fusion-5/build" in race
+    assert f"--lib-dir fusion-5+fusion-5-thing={trees}/fusion-5+fusion-5-thing/build-cuda-sm90/bin --backend" in race
+    assert "sabotage" not in race and "--tokens 1,2,4,8 --check-tokens 1,2,3,8,64" in race
+    assert (
+        check.startswith("-m ggml_bridge mulmat --lib-dir fusion-5+fusion-5-thing+sabotage-thing=")
+        and " --check " in check
+    )
+    verdict = (batch / "results" / "checks.txt").read_text()
+    if sabotage_fails:
+        assert "race-mm fusion-5+fusion-5-thing+sabotage-thing: 1 of 2 checks failed: failed, as a sabotaged" in verdict
+    else:
+        assert "0 of 2 checks failed: PASSED, and a sabotaged build must fail" in verdict
+
+    # a bridge that did not run at all leaves no result: never a caught sabotage
+    (batch / "results" / "checks.txt").unlink()
+    _stub_bin(stub, "python3", f'if [[ "$1 $2" == "-m ggml_bridge" ]]; then exit 1; fi\nexec "{real}" "$@"\n')
+    for stale in (batch / "results").glob("race-mm-sabotage-*.json"):
+        stale.unlink()
+    done = _run(batch, "race-mm", env)
+    assert done.returncode == 0, done.stderr
+    assert "NO RESULT: the bridge did not run" in (batch / "results" / "checks.txt").read_text()
