@@ -487,7 +487,10 @@ def test_race_mm_races_the_variants_against_stock_and_judges_the_sabotage_by_its
     labels = ["fusion-5", "fusion-5+fusion-5-thing", "fusion-5+fusion-5-thing+sabotage-thing"]
     for label in ["stock", *labels]:
         _fake_binary(home, label, "exit 0\n", tool="llama-bench")
-    checks = json.dumps({"payload": {"checks": [{"passed": True}, {"passed": not sabotage_fails}]}})
+    # a healthy build fails the shifted-ids check (expected), so only a check that should pass and fails counts
+    check = {"sabotaged": False, "type_name": "q8_0"}
+    shifted_ids = {**check, "passed": False, "expect_fail": True}
+    checks = json.dumps({"payload": {"checks": [shifted_ids, {**check, "passed": not sabotage_fails}]}})
     _stub_bin(
         stub,
         "python3",
@@ -517,9 +520,12 @@ def test_race_mm_races_the_variants_against_stock_and_judges_the_sabotage_by_its
     )
     verdict = (batch / "results" / "checks.txt").read_text()
     if sabotage_fails:
-        assert "race-mm fusion-5+fusion-5-thing+sabotage-thing: 1 of 2 checks failed: failed, as a sabotaged" in verdict
+        assert (
+            "race-mm fusion-5+fusion-5-thing+sabotage-thing: 1 of 2 checks went wrong: caught, as a sabotaged"
+            in verdict
+        )
     else:
-        assert "0 of 2 checks failed: PASSED, and a sabotaged build must fail" in verdict
+        assert "0 of 2 checks went wrong: PASSED, and a sabotaged build must fail" in verdict
 
     # a bridge that did not run at all leaves no result: never a caught sabotage
     (batch / "results" / "checks.txt").unlink()
