@@ -2,8 +2,8 @@
 fusion-5-stock-whole-blocks, fusion-5-stock-wider-stream and fusion-5-stock-y-shared on the CPU:
 tests/cpp/q8_stock_order_test.cu, compiled against fusekit-q8-gemv.cuh as they, fusion-5-stream-lean-issue,
 fusion-5-stream-rows-in-turn, fusion-5-stream-slot-addresses, fusion-5-stream-tma-copies, fusion-5-stream-via-l1,
-fusion-5-stream-with-l2-hints, fusion-5-stream-y-pairs, fusion-5-stream-z-hinted-l1 and fusion-5-stream-zy-y-registers
-leave it on
+fusion-5-stream-with-l2-hints, fusion-5-stream-y-pairs, fusion-5-stream-z-hinted-l1, fusion-5-stream-zy-y-registers and
+fusion-5-stream-zz-y-registers-first leave it on
 stack-1-5-grouped-f32,
 runs the header's segments, part reads and part dot products in the kernels' data flows (a warp standing in for some
 of MMVQ's warps at splits 1, 2, 4, a lane taking one part per stood-in warp or whole blocks; one warp per row by tile;
@@ -44,6 +44,7 @@ L2_HINTS = REPO / "patches" / "experiments" / "fusion-5-stream-with-l2-hints.pat
 Y_PAIRS = REPO / "patches" / "experiments" / "fusion-5-stream-y-pairs.patch"  # y's copy read 8 bytes at a time
 HINTED_L1 = REPO / "patches" / "experiments" / "fusion-5-stream-z-hinted-l1.patch"  # plan's l1 copies evict first
 Y_REGISTERS = REPO / "patches" / "experiments" / "fusion-5-stream-zy-y-registers.patch"  # short rows' y in registers
+Y_FIRST = REPO / "patches" / "experiments" / "fusion-5-stream-zz-y-registers-first.patch"  # longer rows: 2 tiles
 DISPATCH = REPO / "tests" / "cpp" / "q8_stream_dispatch_test.cu"
 PROGRAM = REPO / "tests" / "cpp" / "q8_stock_order_test.cu"
 KERNELS = REPO / "kernels"  # standalone.cuh
@@ -86,6 +87,7 @@ def order_program(pinned_home: Path, tmp_path_factory: pytest.TempPathFactory) -
             Y_PAIRS,
             HINTED_L1,
             Y_REGISTERS,
+            Y_FIRST,
         )
         fusekit(pinned_home, "apply", "stack-1-5-grouped-f32", *map(str, experiments))
         tree = Path(json.loads(fusekit(pinned_home, "status", "--json"))["tree"])
@@ -96,14 +98,16 @@ def order_program(pinned_home: Path, tmp_path_factory: pytest.TempPathFactory) -
         cmd = [str(NVCC), "-c", "-O3", "-std=c++17", "-use_fast_math", "-arch=sm_90", f"-I{work}", f"-I{KERNELS}"]
         compiled = subprocess.run([*cmd, "-o", str(work / "gpu.o"), str(source)], capture_output=True, text=True)
         assert compiled.returncode == 0, compiled.stderr[-3000:]
-    # the header without fusion-5-stream-zy-y-registers, fusion-5-stream-z-hinted-l1, fusion-5-stream-y-pairs,
-    # fusion-5-stream-with-l2-hints, fusion-5-stream-via-l1, fusion-5-stream-tma-copies, fusion-5-stream-slot-addresses,
-    # fusion-5-stream-rows-in-turn, fusion-5-stream-lean-issue, fusion-5-stock-y-shared and fusion-5-stock-wider-stream,
-    # for the dispatch test's other side
+    # the header without fusion-5-stream-zz-y-registers-first, fusion-5-stream-zy-y-registers,
+    # fusion-5-stream-z-hinted-l1, fusion-5-stream-y-pairs, fusion-5-stream-with-l2-hints, fusion-5-stream-via-l1,
+    # fusion-5-stream-tma-copies, fusion-5-stream-slot-addresses, fusion-5-stream-rows-in-turn,
+    # fusion-5-stream-lean-issue, fusion-5-stock-y-shared and fusion-5-stock-wider-stream, for the dispatch test's
+    # other side
     before = work / "before"
     (before / Path(HEADER).parent).mkdir(parents=True)
     shutil.copy(work / Path(HEADER).name, before / HEADER)
-    for patch in (Y_REGISTERS, HINTED_L1, Y_PAIRS, L2_HINTS, VIA_L1, TMA, SLOTS, INTERLEAVED, LEAN, Y_SHARED, WIDER):
+    stream_experiments = (Y_FIRST, Y_REGISTERS, HINTED_L1, Y_PAIRS, L2_HINTS, VIA_L1, TMA, SLOTS, INTERLEAVED, LEAN)
+    for patch in (*stream_experiments, Y_SHARED, WIDER):
         reverse = ["git", "apply", "-R", f"--include={HEADER}", str(patch)]
         reversed_ = subprocess.run(reverse, cwd=before, capture_output=True, text=True)
         assert reversed_.returncode == 0, reversed_.stderr

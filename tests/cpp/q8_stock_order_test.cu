@@ -316,9 +316,15 @@ std::vector<float> stream_run(const uint8_t * x, const uint8_t * y, int nblocks,
     // fusion-5-stream-zy-y-registers: where plan keeps a lane's blocks of y in registers, each lane's read once from the
     // copy through the header's load_y_registers, the parts below through part_dot_y_registers
     const bool y_regs = stream_y_in_registers(W, nblocks);
+#if defined(FUSEKIT_STREAM_Y_REGISTERS_FIRST)
+    // fusion-5-stream-zz-y-registers-first: Q8_0 rows of more tiles hold their first kYRegTiles tiles' y in registers
+    const bool y_first = W == Weights::q8_0 && kStreamYRegistersFirst && !y_regs;
+#else
+    const bool y_first = false;
+#endif
     int        y_words[kWarp][kYRegTiles][8];
     float      y_scale[kWarp][kYRegTiles];
-    for (int lane = 0; y_regs && lane < kWarp; ++lane) {
+    for (int lane = 0; (y_regs || y_first) && lane < kWarp; ++lane) {
         load_y_registers(ysrc, lane, y_words[lane], y_scale[lane]);
     }
 #endif
@@ -333,9 +339,10 @@ std::vector<float> stream_run(const uint8_t * x, const uint8_t * y, int nblocks,
             const uint8_t * yb = ysrc + (tile * kTileBlocks + lane) * y_block_bytes;
             for (int part = 0; part < Order::parts; ++part) {
 #if defined(FUSEKIT_STREAM_Y_REGISTERS)
-                const float d = y_regs ? part_dot_y_registers<W, PlainHooks>(ring[slot], lane, part, y_words[lane],
-                                                                             y_scale[lane], tile)
-                                       : part_dot_pair_y<W, PlainHooks>(ring[slot], lane, part, yb);
+                const bool  regs = y_regs || (y_first && tile < kYRegTiles);
+                const float d = regs ? part_dot_y_registers<W, PlainHooks>(ring[slot], lane, part, y_words[lane],
+                                                                           y_scale[lane], tile)
+                                     : part_dot_pair_y<W, PlainHooks>(ring[slot], lane, part, yb);
 #elif defined(FUSEKIT_STREAM_Y_PAIRS)
                 const float d = part_dot_pair_y<W, PlainHooks>(ring[slot], lane, part, yb);
 #elif defined(FUSEKIT_STREAM_Y_SHARED)

@@ -254,13 +254,26 @@ int main(int argc, char ** argv) {
                 constexpr bool L = decltype(lean_tag)::value;
                 constexpr bool I = decltype(interleave_tag)::value;
                 constexpr bool P = decltype(pairs_tag)::value != 0;  // fusion-5-stream-y-pairs' layout of y's copy
-                constexpr bool R = decltype(pairs_tag)::value == 2;  // ... and fusion-5-stream-zy-y-registers (Q8_0)
+                constexpr bool R = decltype(pairs_tag)::value >= 2;  // ... and fusion-5-stream-zy-y-registers (Q8_0)
+                constexpr bool F = decltype(pairs_tag)::value == 3;  // ... and -zz-y-registers-first's longer rows
                 constexpr bool S = decltype(slots_tag)::value;
                 constexpr int  K = decltype(copy_tag)::value;  // fusion-5-stream-tma-copies' StreamCopy, 0: hinted
                 if (Y && s.nblocks > kStreamYBlocks) {
                     return;
                 }
-#if defined(FUSEKIT_STREAM_Y_REGISTERS)
+#if defined(FUSEKIT_STREAM_Y_REGISTERS_FIRST)
+                if (R && !F && !stream_y_in_registers(s.w, s.nblocks)) {
+                    return;  // the two-tile kernel runs rows of at most two tiles
+                }
+                if (F && (s.w != Weights::q8_0 || stream_y_in_registers(s.w, s.nblocks))) {
+                    return;  // the first tiles' y in registers: Q8_0 rows of more than two tiles
+                }
+                constexpr StreamCopy copy = static_cast<StreamCopy>(K);
+                const Launch l = s.w == Weights::q4_0
+                                     ? plan_stream<PlainHooks, Weights::q4_0, D, Y, L, I, S, copy, P, false, false>(p, sm_count)
+                                     : plan_stream<PlainHooks, Weights::q8_0, D, Y, L, I, S, copy, P, R, F>(p, sm_count);
+#elif defined(FUSEKIT_STREAM_Y_REGISTERS)
+                static_assert(!F, "the first tiles' y in registers needs fusion-5-stream-zz-y-registers-first");
                 if (R && !stream_y_in_registers(s.w, s.nblocks)) {
                     return;  // plan keeps y in shared memory there: the contender without R is that kernel
                 }
@@ -296,7 +309,7 @@ int main(int argc, char ** argv) {
 #endif
                 contenders.push_back({"mmvq order stream d" + std::to_string(D) + (Y ? " y-shared" : "") +
                                           (L ? " lean" : "") + (I ? " interleaved" : "") +
-                                          (S ? " slots" : "") + copy_name(K) + (P ? " y-pairs" : "") + (R ? " y-regs" : ""),
+                                          (S ? " slots" : "") + copy_name(K) + (P ? " y-pairs" : "") + (R ? " y-regs" : "") + (F ? " first" : ""),
                                       l.kernel, l.grid});
             };
             const std::false_type                            runs{};  // contiguous runs of rows per warp
@@ -360,6 +373,10 @@ int main(int argc, char ** argv) {
             // same with a lane's blocks of y in registers where a row has at most two tiles (plan's)
             add_slots(d3, y_copied, std::integral_constant<int, 4>{}, std::true_type{});
             add_slots(d3, y_copied, std::integral_constant<int, 4>{}, std::integral_constant<int, 2>{});
+#endif
+#if defined(FUSEKIT_STREAM_Y_REGISTERS_FIRST)
+            // after session 34: Q8_0 rows of more than two tiles with their first two tiles' y in registers (plan's)
+            add_slots(d3, y_copied, std::integral_constant<int, 4>{}, std::integral_constant<int, 3>{});
 #endif
 #elif defined(FUSEKIT_STREAM_Y_SHARED)
             // fusion-5-stock-y-shared: the kernel before it (y read from global memory per part) at depths 3 and 4,
