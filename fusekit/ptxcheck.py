@@ -5,6 +5,8 @@ before it has finished, and waits (``griddepcontrol.wait``) before reading what 
 through the read-only path (``__ldg``, PTX ``ld.global.nc``, which nvcc may also emit for
 ``const __restrict__`` pointers) are outside the memory model that wait orders and can see stale data,
 so our kernels must not contain any. ``nc_load_kernels`` lists the kernels of a PTX file that do.
+``kernels_outside_pdl`` lists the kernels that do not take part in that launch: no wait, or no early release
+of the kernel after them.
 """
 
 from __future__ import annotations
@@ -18,6 +20,8 @@ from .compilecheck import NVCC_FLAGS
 from .errors import FusekitError
 
 NC_LOAD = re.compile(r"\bld\.global(?:\.[\w:]+)*?\.nc\b")
+PDL_WAIT = re.compile(r"\bgriddepcontrol\.wait\b")
+PDL_RELEASE = re.compile(r"\bgriddepcontrol\.launch_dependents\b")
 _BRACE = re.compile(r"[{}]")
 _CALL = re.compile(r"\bcall(?:\.uni)?\s+(?:\([^)]*\)\s*,\s*)?([\w$.]+)")
 _HEADER = re.compile(
@@ -70,6 +74,16 @@ def nc_load_kernels(ptx: str) -> list[str]:
         return any(loads_nc(callee, seen) for callee in calls[name] if callee not in seen)
 
     return sorted(name for name, (kind, _) in functions.items() if kind == "entry" and loads_nc(name, set()))
+
+
+def kernels_outside_pdl(ptx: str) -> list[str]:
+    """Kernels (``.entry``) whose own body lacks ``griddepcontrol.wait`` (ggml_cuda_pdl_sync) or
+    ``griddepcontrol.launch_dependents`` (ggml_cuda_pdl_lc); sorted. Both are inlined where ggml calls them."""
+    return sorted(
+        name
+        for name, (kind, body) in ptx_functions(ptx).items()
+        if kind == "entry" and not (PDL_WAIT.search(body) and PDL_RELEASE.search(body))
+    )
 
 
 def demangle(names: list[str]) -> list[str]:
