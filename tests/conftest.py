@@ -8,13 +8,16 @@ from __future__ import annotations
 
 import os
 import subprocess
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 from fusekit.build import BuildOptions, BuildResult, build_variant
 from fusekit.drop import drop
-from fusekit.variants import reset
+from fusekit.registry import Registry
+from fusekit.stack import resolve_spec
+from fusekit.variants import apply, reset
 from fusekit.workspace import Workspace
 
 REPO = Path(__file__).resolve().parents[1]
@@ -70,6 +73,18 @@ def drop_variants_since(home: Path, before: set[str]) -> None:
     with ws.lock():
         reset(ws)
         drop(ws, sorted(variant_labels(home) - before), force=True)
+
+
+def applied_tree(home: Path, entries: list[str], registry: Registry) -> Iterator[Path]:
+    """Yields the pinned tree with ``entries`` applied (fusions, stacks or patch files); afterwards the workspace is
+    reset to stock and the variant dropped. For module fixtures that read or compile a patched tree."""
+    ws = Workspace(home)
+    with ws.lock():
+        reset(ws)
+        before = variant_labels(home)
+        variant = apply(ws, entries, registry, resolve_spec)
+    yield variant.tree
+    drop_variants_since(home, before)
 
 
 @pytest.fixture(scope="session")

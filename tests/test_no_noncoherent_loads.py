@@ -18,11 +18,8 @@ import pytest
 from fusekit.compilecheck import CUDA_DIR, INCLUDE_PATTERN, cublas_include, find_nvcc
 from fusekit.ptxcheck import compile_ptx, demangle, nc_load_kernels, ptx_functions
 from fusekit.registry import Registry
-from fusekit.stack import resolve_spec
-from fusekit.variants import apply, reset
-from fusekit.workspace import Workspace
 
-from .conftest import drop_variants_since, variant_labels
+from .conftest import applied_tree
 
 REPO = Path(__file__).resolve().parent.parent
 REGISTRY = Registry.load(REPO / "fusions")
@@ -39,13 +36,7 @@ def placed_units() -> list[str]:
 @pytest.fixture(scope="module")
 def patched_tree(pinned_home: Path) -> Iterator[Path]:
     """The pinned tree with every registered fusion applied (the workspace is reset to stock afterwards)."""
-    ws = Workspace(pinned_home)
-    with ws.lock():
-        reset(ws)
-        before = variant_labels(pinned_home)
-        variant = apply(ws, [f.name for f in REGISTRY.fusions], REGISTRY, resolve_spec)
-    yield variant.tree
-    drop_variants_since(pinned_home, before)
+    yield from applied_tree(pinned_home, [f.name for f in REGISTRY.fusions], REGISTRY)
 
 
 @pytest.fixture(scope="module")

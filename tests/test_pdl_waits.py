@@ -16,11 +16,8 @@ import pytest
 from fusekit.compilecheck import CUDA_DIR, cublas_include, find_nvcc
 from fusekit.ptxcheck import compile_ptx, demangle, kernels_outside_pdl, ptx_functions
 from fusekit.registry import Registry
-from fusekit.stack import resolve_spec
-from fusekit.variants import apply, reset
-from fusekit.workspace import Workspace
 
-from .conftest import drop_variants_since, variant_labels
+from .conftest import applied_tree
 
 REPO = Path(__file__).resolve().parent.parent
 REGISTRY = Registry.load(REPO / "fusions")
@@ -32,20 +29,9 @@ NVCC = find_nvcc()
 needs_nvcc = pytest.mark.skipif(NVCC is None, reason="no nvcc on this machine: the check compiles fusion-2's unit")
 
 
-def applied_tree(home: Path, entries: list[str]) -> Iterator[Path]:
-    """The pinned tree with these entries applied; the workspace is reset and the variant dropped afterwards."""
-    ws = Workspace(home)
-    with ws.lock():
-        reset(ws)
-        before = variant_labels(home)
-        variant = apply(ws, entries, REGISTRY, resolve_spec)
-    yield variant.tree
-    drop_variants_since(home, before)
-
-
 @pytest.fixture(scope="module")
 def pdl_tree(pinned_home: Path) -> Iterator[Path]:
-    yield from applied_tree(pinned_home, ["fusion-2", str(PATCH)])
+    yield from applied_tree(pinned_home, ["fusion-2", str(PATCH)], REGISTRY)
 
 
 def unit_ptx(tree: Path, source: Path, home: Path, scratch: Path) -> str:
@@ -88,7 +74,7 @@ def test_a_wait_taken_out_is_found(pdl_tree: Path, pinned_home: Path, tmp_path: 
 @needs_nvcc
 def test_without_the_experiment_no_fused_kernel_takes_part(pinned_home: Path, tmp_path: Path) -> None:
     """The premise: fusion-2 alone launches its kernels outside PDL."""
-    for tree in applied_tree(pinned_home, ["fusion-2"]):
+    for tree in applied_tree(pinned_home, ["fusion-2"], REGISTRY):
         ptx = unit_ptx(tree, tree / UNIT, pinned_home, tmp_path)
         assert entries(ptx) and kernels_outside_pdl(ptx) == entries(ptx)
 
