@@ -99,17 +99,39 @@ experiment_checks() {  # experiment_checks SPEC: the test ops the patch files of
   done | tr ' ' '\n' | awk 'NF && !seen[$0]++'
 }
 
+sabotage_fails() {  # sabotage_fails SPEC: the test ops that must fail on SPEC's build. Where every sabotage patch in
+  # SPEC is the own sabotage of an experiment in it (that patch's "Sabotage:" header line), the Checks of those
+  # experiments only (the others' must still pass); else (a fusion's sabotage breaks it under every experiment)
+  # the Checks of every experiment in SPEC
+  local part other named own="" foreign=0
+  for part in ${1//+/ }; do
+    [[ "$part" == */sabotage-* ]] || continue
+    named=0
+    for other in ${1//+/ }; do
+      [[ -f "$other" && "$other" != */sabotage-* ]] || continue
+      if [[ "$(basename "$(header_field Sabotage "$other")")" == "$(basename "$part")" ]]; then
+        named=1 own+=" $(header_field Checks "$other")"
+      fi
+    done
+    ((named)) || foreign=1
+  done
+  if ((foreign)); then experiment_checks "$1"; else tr ' ' '\n' <<<"$own" | awk 'NF && !seen[$0]++'; fi
+}
+
 tbo_matrix_products() {  # tbo_matrix_products NAME BIN [SPEC]: the three matrix-product ops (CHECK_BASE_OPS
   # replaces them, e.g. "MUL_MAT_VEC_FUSION" when MUL_MAT and MUL_MAT_ID passed on the same code already; and CHECK_EXTRA_OPS,
   # e.g. "GATED_DELTA_NET GATED_DELTA_NET_CACHE_FUSION" for stock ops an experiment changes) must pass on BIN, and
   # so must the other ops SPEC's experiments name (experiment_checks), unless SPEC holds a sabotage patch
-  # (tests/patches/sabotage-*.patch, e.g. an experiment's own "Sabotage:"): then only those run, and must fail
-  local op expect=pass base="${CHECK_BASE_OPS:-MUL_MAT MUL_MAT_ID MUL_MAT_VEC_FUSION} ${CHECK_EXTRA_OPS:-}"
-  ! sabotaged "${3:-}" || expect=fail
-  if [[ $expect == pass ]]; then
+  # (tests/patches/sabotage-*.patch, e.g. an experiment's own "Sabotage:"): then only the experiments' ops run, and
+  # those sabotage_fails names must fail
+  local op expect base="${CHECK_BASE_OPS:-MUL_MAT MUL_MAT_ID MUL_MAT_VEC_FUSION} ${CHECK_EXTRA_OPS:-}" must_fail=""
+  ! sabotaged "${3:-}" || must_fail=" $(sabotage_fails "$3" | tr '\n' ' ') "
+  if [[ -z $must_fail ]]; then
     for op in $base; do tbo "$1-$op" pass "$2" -o "$op"; done
   fi
   for op in $(experiment_checks "${3:-}"); do
+    expect=pass
+    [[ $must_fail != *" $op "* ]] || expect=fail
     [[ " $base " == *" $op "* ]] || tbo "$1-$op" "$expect" "$2" -o "$op"
   done
 }

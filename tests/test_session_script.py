@@ -263,6 +263,31 @@ def test_check_mm_expects_an_experiments_checks_to_fail_under_a_sabotage_patch(t
     assert checks == [*([] if sabotaged else base), f"mm-{label}-THING expect={expect} verdict=ok"]
 
 
+def test_an_experiments_own_sabotage_fails_its_checks_only(tmp_path: Path) -> None:
+    """A sabotage patch that an experiment of the variant names as its own ("Sabotage:") must fail that experiment's
+    Checks, and the other experiments' Checks in the variant must still pass; a sabotage no experiment names (a
+    fusion's) keeps the rule above: every experiment's Checks must fail."""
+    home, batch = tmp_path / "home", tmp_path / "b"
+    diff = "--- a/README.md\n+++ b/README.md\n@@ -1 +1 @@\n-a\n+b\n"
+    sabotage = tmp_path / "sabotage-thing.patch"
+    sabotage.write_text(diff)
+    base = tmp_path / "fusion-1-base.patch"
+    base.write_text("Checks: BASE\n" + diff)
+    thing = tmp_path / "fusion-1-thing.patch"
+    thing.write_text(f"Checks: THING\nSabotage: tests/patches/{sabotage.name}\n" + diff)
+    label = "fusion-1+fusion-1-base+fusion-1-thing+sabotage-thing"
+    _fake_binary(home, label, 'if [[ " $* " == *" -o THING "* ]]; then exit 1; fi\necho "  1/1 tests passed"\n')
+    (batch / "results").mkdir(parents=True)
+    (batch / "results" / "builds.json").write_text(f'[{{"variant": "stock"}}, {{"variant": "{label}"}}]')
+    env = {"FUSEKIT_HOME": str(home), "VARIANTS": f"fusion-1+{base}+{thing}+{sabotage}"}
+    done = _run(batch, "check-mm", env)
+    assert done.returncode == 0, done.stderr
+    checks = [line.split(" rc=")[0] for line in (batch / "results" / "checks.txt").read_text().splitlines()]
+    assert checks == [f"mm-{label}-BASE expect=pass", f"mm-{label}-THING expect=fail"]
+    verdicts = (batch / "results" / "checks.txt").read_text()
+    assert "verdict=ok" in verdicts and "verdict=unexpected" not in verdicts
+
+
 def test_a_sabotaged_variant_is_never_timed(tmp_path: Path) -> None:
     functions = f'source <(sed -n "/^sabotaged() {{/,/^}}/p; /^timed() {{/,/^}}/p" {SCRIPT})'
     done = subprocess.run(

@@ -1,0 +1,45 @@
+"""scripts/device_calls/: the device calls a session plans for the next one, committed so that a fresh checkout has
+them (session 36 found the git-ignored .bundle/ copies gone). Each must parse and name only patches and stacks that
+exist, or its first call on a fresh machine would lose the build time."""
+
+from __future__ import annotations
+
+import re
+import subprocess
+import tomllib
+from pathlib import Path
+
+import pytest
+
+from .conftest import REPO
+
+CALLS = sorted((REPO / "scripts" / "device_calls").glob("*.sh"))
+EXPERIMENTS = REPO / "patches" / "experiments"
+FOLDERS = {"P": EXPERIMENTS, "E": EXPERIMENTS, "X": REPO / "tests" / "patches"}
+
+
+def test_there_are_device_calls() -> None:
+    assert {p.name for p in CALLS} >= {"poll.sh", "issue7-residual-norm.sh"}
+
+
+@pytest.mark.parametrize("script", CALLS, ids=lambda p: p.stem)
+def test_a_device_call_parses(script: Path) -> None:
+    done = subprocess.run(["bash", "-n", str(script)], capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+
+
+@pytest.mark.parametrize("script", CALLS, ids=lambda p: p.stem)
+def test_a_device_call_names_patches_and_stacks_that_exist(script: Path) -> None:
+    text = script.read_text()
+    named = [FOLDERS[var] / name for var, name in re.findall(r"\$(P|E|X)/([\w.+-]+\.patch)", text)]
+    named += [REPO / rel for rel in re.findall(r"\$PWD/([\w./+-]+\.patch)", text)]
+    assert all(path.is_file() for path in named), [str(p) for p in named if not p.is_file()]
+    stacks = tomllib.loads((REPO / "patches" / "stacks.toml").read_text())
+    assert set(re.findall(r"\b(stack-[\w-]+)", text)) <= set(stacks)
+
+
+@pytest.mark.parametrize("script", [p for p in CALLS if p.name != "poll.sh"], ids=lambda p: p.stem)
+def test_a_first_call_starts_the_session_and_packs_before_its_limit(script: Path) -> None:
+    """A machine lost between calls keeps only what was packed (session 35): the first call packs at its end."""
+    text = script.read_text()
+    assert "h200_session.sh /tmp/b run" in text and text.rstrip().endswith('pack "$OUT"')
