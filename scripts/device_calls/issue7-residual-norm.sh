@@ -6,7 +6,13 @@
 #   F1X+RW+RN  the same with fusion-1-residual-norm (the residual ADDs inside the norm: 70 launches a token fewer)
 #   RN's own sabotage on its base (FUSEKIT_RESIDUAL_NORM must fail, FUSEKIT_NORM_Q8(_AHEAD) must pass)
 # Steps, most wanted first: eval (KL, text identity, pp512/tg against stock, one round), profile-a (launches and
-# kernel time a token), eval-decode (10 interleaved decode rounds), check-mm (the variants' Checks and the extra ops).
+# kernel time a token), eval-decode (10 interleaved decode rounds), eval2 (the real SmolLM2-135M, #7's second model:
+# KL and text identity), check-mm (the variants' Checks and the extra ops).
+# SmolLM2 (98 MB) travels in three parts: first `bash scripts/carry_model.sh split
+# .fusekit/cache/models/SmolLM2-135M-Instruct.Q4_1.gguf .carry 40` here (the model comes with the first `fusekit eval`
+# or evals.models.default_model). Carry on this call [".bundle", ".carry/SmolLM2-135M-Instruct.Q4_1.gguf.sha256",
+# ".carry/SmolLM2-135M-Instruct.Q4_1.gguf.part-1"], on the first poll [".carry/SmolLM2-135M-Instruct.Q4_1.gguf.part-2"],
+# on the second [".carry/SmolLM2-135M-Instruct.Q4_1.gguf.part-3"]; poll.sh joins the parts once all are there.
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/../.."
 export PATH=/usr/local/cuda/bin:$PATH
@@ -17,7 +23,8 @@ RN="$P/fusion-1-residual-norm.patch"
 export VARIANTS="$F1X+$RW $F1X+$RW+$RN fusion-1+$P/fusion-1-norm-weights-ahead.patch+$RN+$X/sabotage-residual-norm.patch"
 export FOCUS="1" KERNEL_PROGRAMS=none FLA_REFERENCE=0 EVAL_FUSIONS=" " ROUNDS=1 PROMPTS=512 DECODE_ROUNDS=10
 export CHECK_BASE_OPS="MUL_MAT_VEC_FUSION" CHECK_EXTRA_OPS="FUSEKIT_NORM_Q8 ADD_RMS_NORM ADD_ADD RMS_NORM_MUL_ADD"
-export GPU0_STEPS="eval profile-a eval-decode check-mm" GPU1_STEPS=" "
+export SECOND_MODEL=/tmp/models/SmolLM2-135M-Instruct.Q4_1.gguf SECOND_NAME=f1-smollm2 SECOND_WAIT=900
+export GPU0_STEPS="eval profile-a eval-decode eval2 check-mm" GPU1_STEPS=" "
 bash scripts/h200_session.sh /tmp/b run > /tmp/run.log 2>&1
 bash scripts/h200_session.sh /tmp/b poll $((570 - SECONDS))
 bash scripts/h200_session.sh /tmp/b pack "$OUT"

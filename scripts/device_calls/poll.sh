@@ -5,5 +5,12 @@
 #   bash scripts/device_calls/poll.sh [N]
 set -uo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/../.."
+# a model carried in parts over the calls (scripts/carry_model.sh split MODEL .carry 40): joined, checked, into
+# /tmp/models once every part is here (eval2 waits SECOND_WAIT seconds for it)
+for sha in .carry/*.sha256; do
+  [[ -f "$sha" ]] || continue
+  name=$(basename "$sha" .sha256)
+  [[ -f "/tmp/models/$name" ]] || { mkdir -p /tmp/models; bash scripts/carry_model.sh join .carry "$name" "/tmp/models/$name" || true; }
+done
 bash scripts/h200_session.sh /tmp/b poll "${1:-560}"
 bash scripts/h200_session.sh /tmp/b pack "$OUT"
