@@ -21,6 +21,7 @@ from typing import Any
 
 from .errors import FusekitError
 from .gitutil import run_git
+from .hostcpu import isa_defines
 
 TARGETS = ("llama-bench", "llama-perplexity", "llama-completion", "llama-quantize", "test-backend-ops")
 BACKENDS = ("cpu", "cuda")
@@ -70,7 +71,7 @@ class BuildOptions:
             defines += ["GGML_CUDA=ON", f"CMAKE_CUDA_ARCHITECTURES={self.cuda_arch}"]
             if ccache:
                 defines.append(f"CMAKE_CUDA_COMPILER_LAUNCHER={ccache}")
-        return defines + list(self.extra_defines)
+        return defines + list(isa_defines()) + list(self.extra_defines)
 
 
 @dataclass(frozen=True)
