@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # First device call for issue #7 (planned in session 36; kernels/NOTES-norm-quantize.md, "Session 36"). Carry
 # [".bundle"] (made by `fusekit init && fusekit bundle -o .bundle --debs DIR`); then bash scripts/device_calls/poll.sh
-# at once after each return, until SESSION DONE. Builds stock and three variants (about 10 minutes on a fresh host):
+# at once after each return, until SESSION DONE. Builds stock and three variants (about 7.5 minutes on a fresh host: stock 5, the variants side by side):
 #   F1X+RW     fusion-1 with its five experiments before this session (RW: gated-reshaped-q8, glu-q8, glu-wide-q8)
 #   F1X+RW+RN  the same with fusion-1-residual-norm (the residual ADDs inside the norm: 70 launches a token fewer)
 #   RN's own sabotage on its base (FUSEKIT_RESIDUAL_NORM must fail, FUSEKIT_NORM_Q8(_AHEAD) must pass)
