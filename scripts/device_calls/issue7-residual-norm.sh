@@ -3,7 +3,7 @@
 # [".bundle"] (made by `fusekit init && fusekit bundle -o .bundle --debs DIR`); then bash scripts/device_calls/poll.sh
 # at once after each return, until SESSION DONE. Builds stock and three variants (about 7.5 minutes on a fresh host: stock 5, the variants side by side):
 #   F1X+RW     fusion-1 with its five experiments before this session (RW: gated-reshaped-q8, glu-q8, glu-wide-q8)
-#   F1X+RW+RN  the same with fusion-1-residual-norm (the residual ADDs inside the norm: 70 launches a token fewer)
+#   F1X+RW+RN  the same with fusion-1-residual-norm (the residual ADDs inside the norm: 69 launches a token fewer)
 #   RN's own sabotage on its base (FUSEKIT_RESIDUAL_NORM must fail, FUSEKIT_NORM_Q8(_AHEAD) must pass)
 # Steps, most wanted first: eval (KL, text identity, pp512/tg against stock, one round), profile-a (launches and
 # kernel time a token), eval-decode (10 interleaved decode rounds), eval2 (the real SmolLM2-135M, #7's second model:
