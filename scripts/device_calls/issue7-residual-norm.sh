@@ -1,16 +1,16 @@
 #!/usr/bin/env bash
-# First device call for issue #7 (planned in session 36; kernels/NOTES-norm-quantize.md, "Session 36"). Carry
-# [".bundle"] (made by `fusekit init && fusekit bundle -o .bundle --debs DIR`); then bash scripts/device_calls/poll.sh
-# at once after each return, until SESSION DONE. Builds stock and three variants (about 7.5 minutes on a fresh host: stock 5, the variants side by side):
+# First device call for issue #7 (planned in session 36; kernels/NOTES-norm-quantize.md, "Session 36"). Run
+# scripts/device_calls/prepare.sh here first (.bundle and .carry); then bash scripts/device_calls/poll.sh at once after
+# each return, until SESSION DONE. Builds stock and three variants (about 7.5 minutes on a fresh host: stock 5, the
+# variants side by side):
 #   F1X+RW     fusion-1 with its five experiments before this session (RW: gated-reshaped-q8, glu-q8, glu-wide-q8)
 #   F1X+RW+RN  the same with fusion-1-residual-norm (the residual ADDs inside the norm: 69 launches a token fewer)
 #   RN's own sabotage on its base (FUSEKIT_RESIDUAL_NORM must fail, FUSEKIT_NORM_Q8(_AHEAD) must pass)
 # Steps, most wanted first: eval (KL, text identity, pp512/tg against stock, one round), profile-a (launches and
 # kernel time a token), eval-decode (10 interleaved decode rounds), eval2 (the real SmolLM2-135M, #7's second model:
 # KL and text identity), check-mm (the variants' Checks and the extra ops).
-# SmolLM2 (98 MB) travels in three parts: first `bash scripts/carry_model.sh split
-# .fusekit/cache/models/SmolLM2-135M-Instruct.Q4_1.gguf .carry 40` here (the model comes with the first `fusekit eval`
-# or evals.models.default_model). Carry on this call [".bundle", ".carry/SmolLM2-135M-Instruct.Q4_1.gguf.sha256",
+# SmolLM2 (98 MB) travels in three parts (scripts/device_calls/prepare.sh, run here first, splits it). Carry on this
+# call [".bundle", ".carry/SmolLM2-135M-Instruct.Q4_1.gguf.sha256",
 # ".carry/SmolLM2-135M-Instruct.Q4_1.gguf.part-1"], on the first poll [".carry/SmolLM2-135M-Instruct.Q4_1.gguf.part-2"],
 # on the second [".carry/SmolLM2-135M-Instruct.Q4_1.gguf.part-3"]; poll.sh joins the parts once all are there.
 set -euo pipefail
