@@ -231,7 +231,7 @@ def refresh(ws: Workspace, name: str, registry: Registry) -> list[Path]:
     diff = run_git(tree, "diff", "--no-color", "--no-ext-diff", f"{new_target}~1", new_target, "--", ".", *excluded)
     written: list[Path] = []
     patch_file = entry.patches[-1]  # an entry's earlier patch files keep their contents
-    patch_file.write_text(diff + "\n")
+    patch_file.write_text(patch_description(patch_file.read_text()) + diff + "\n")
     written.append(patch_file)
     for source, dest in entry.kernels:
         shutil.copyfile(tree / dest, source)
@@ -241,6 +241,16 @@ def refresh(ws: Workspace, name: str, registry: Registry) -> list[Path]:
     state["variants"][label].update(head=head, stack_sha256=stack_hash(new_entries))
     ws.save_state(state)
     return written
+
+
+def patch_description(text: str) -> str:
+    """The lines of a patch file before its first file header: the description an experiment's header fields
+    (Applies on, Checks, Sabotage) live in, which ``git apply`` skips and a refresh must keep."""
+    lines = text.splitlines(keepends=True)
+    for index, line in enumerate(lines):
+        if line.startswith(("diff --git ", "--- ")):
+            return "".join(lines[:index])
+    return ""
 
 
 def _entry_commit(tree: Path, name: str) -> str:

@@ -114,10 +114,14 @@ def test_refresh_writes_edits_back(pinned_home: Path, tmp_path: Path, monkeypatc
     header = variant.tree / "tools/llama-bench/fusekit_example.h"
     header.write_text(header.read_text() + "// refreshed\n")
     assert len(dirty_files(variant.tree)) == 2
+    description = "An example patch's description: what it does and why.\nChecks: EXAMPLE\n"
+    patch_path = data / "patches/example-bench-banner.patch"
+    patch_path.write_text(description + patch_path.read_text())
     written = refresh(ws, "example-banner", Registry.load())
     assert written == [data / "patches/example-bench-banner.patch", data / "kernels/fusekit_example.h"]
     patch = (data / "patches/example-bench-banner.patch").read_text()
     assert '+    printf("[%s]\\n", FUSEKIT_EXAMPLE_BANNER);' in patch
+    assert patch.startswith(description + "diff --git ")  # session 37's refresh dropped an experiment's header
     assert "fusekit_example.h" not in patch.split("@@")[0]  # the kernel file is not in the patch
     assert (data / "kernels/fusekit_example.h").read_text().endswith("// refreshed\n")
     assert dirty_files(variant.tree) == []
