@@ -46,3 +46,25 @@ def test_a_first_call_starts_the_session_and_packs_before_its_limit(script: Path
     """A machine lost between calls keeps only what was packed (session 35): the first call packs at its end."""
     text = script.read_text()
     assert "h200_session.sh /tmp/b run" in text and text.rstrip().endswith('pack "$OUT"')
+
+
+def test_slim_tree_takes_results_out_of_the_index_and_puts_it_back(tmp_path: Path) -> None:
+    """With results/ tracked, a device call's tree passed its 64 MiB limit (session 37); slim_tree.sh on must leave
+    results/ on disk but out of what travels, and off must restore the index exactly."""
+    clone = tmp_path / "clone"
+    subprocess.run(["git", "clone", "-q", "--no-checkout", str(REPO), str(clone)], check=True)
+    subprocess.run(["git", "-C", str(clone), "checkout", "-q", "HEAD", "--", "results", "scripts"], check=True)
+
+    def tracked() -> list[str]:
+        return subprocess.run(["git", "-C", str(clone), "ls-files"], capture_output=True, text=True).stdout.split()
+
+    before = tracked()
+    slim = clone / "scripts" / "device_calls" / "slim_tree.sh"
+    assert subprocess.run(["bash", str(slim), "on"], capture_output=True).returncode == 0
+    assert not [p for p in tracked() if p.startswith("results/")] and (clone / "results").is_dir()
+    travelling = subprocess.run(
+        ["git", "-C", str(clone), "ls-files", "--others", "--exclude-standard"], capture_output=True, text=True
+    ).stdout
+    assert "results/" not in travelling  # ignored, so it does not travel as untracked files either
+    assert subprocess.run(["bash", str(slim), "off"], capture_output=True).returncode == 0
+    assert tracked() == before
