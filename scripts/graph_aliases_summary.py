@@ -2,11 +2,12 @@
 reads, where the sum and the MUL's output lie against the addends (exactly over one, partly over one, or clear) and
 against each other. fusion-1-residual-norm fuses where no output lies partly over an addend and the two are apart.
 
-    python3 scripts/graph_aliases_summary.py decode-graph-aliases.txt
+    python3 scripts/graph_aliases_summary.py decode-graph-aliases.txt   (or a .txt.xz)
 """
 
 from __future__ import annotations
 
+import lzma
 import re
 import sys
 from dataclasses import dataclass
@@ -73,13 +74,21 @@ def residual_norms(nodes: list[Node]) -> list[str]:
     return lines
 
 
+def read_text(path: Path) -> str:
+    """The file's text, decompressed when it ends in .xz (large outputs are committed so)."""
+    if path.suffix != ".xz":
+        return path.read_text()
+    with lzma.open(path, "rt") as stream:
+        return stream.read()
+
+
 def main(argv: list[str]) -> int:
     if len(argv) != 2:
         print("usage: graph_aliases_summary.py GRAPH_ALIASES_OUTPUT", file=sys.stderr)
         return 2
     try:
-        nodes = parse(Path(argv[1]).read_text())
-    except (OSError, ValueError) as exc:
+        nodes = parse(read_text(Path(argv[1])))
+    except (OSError, ValueError, lzma.LZMAError) as exc:
         print(f"graph_aliases_summary: {exc}", file=sys.stderr)
         return 1
     print("\n".join(residual_norms(nodes)))
