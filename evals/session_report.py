@@ -21,6 +21,7 @@ from ggml_bridge.report import check_counts, expected_to_fail
 
 from .baseline_report import fmt_us
 from .checkpoint import final_name_of
+from .extensions import bases
 from .profile.categories import CATEGORIES, categorize
 from .report import render as render_eval
 from .results import read_result
@@ -554,9 +555,56 @@ def _profiles(folder: Path) -> list[str]:
     headers = ["variant", "kernels per token", "kernel µs per token"]
     headers += ["exclusive µs per token"] if exclusive else []
     out += ["", *_table(headers, [_summary_row(n, r, exclusive) for n, r in results])]
+    out += _profile_extensions(results)
     for name, result in results:
         out += ["", f"### `{name}` against stock, per category", "", *_category_table(result, exclusive)]
     return out
+
+
+def _launch_counts(profile: dict[str, Any]) -> dict[str, float]:
+    tokens = profile["tokens"] or 1
+    return {kernel["name"]: kernel["instances"] / tokens for kernel in profile["kernels"]}
+
+
+def _profile_extensions(results: list[tuple[str, dict[str, Any]]]) -> list[str]:
+    """Each profiled variant against the profiled variant it extends (evals/extensions.py's rule): whether the
+    entries it adds changed any kernel's launch count. Session 37's residual norm passed all its cases and fused
+    nothing in the model; this table says so at once."""
+    sides = [
+        {"name": name, "entries": r["variants"][1].get("entries", []), "env": r["variants"][1].get("env") or {}}
+        for name, r in results
+    ]
+    found = bases({"variants": [{"name": "stock", "entries": []}, *sides]})
+    if not found:
+        return []
+    variant_of = {name: r["payload"]["profiles"][1] for name, r in results}
+    rows = []
+    for name, (base, added) in sorted(found.items()):
+        a, b = variant_of[base], variant_of[name]
+        before, after = _launch_counts(a), _launch_counts(b)
+        changed = sum(1 for kernel in before.keys() | after.keys() if before.get(kernel) != after.get(kernel))
+        verdict = (
+            "**no kernel's launch count changed: what it adds fused nothing here**"
+            if changed == 0
+            else f"{changed} kernels' launch counts changed"
+        )
+        per_a, per_b = a["per_token"], b["per_token"]
+        rows.append(
+            [
+                f"`{name}`",
+                f"`{base}`",
+                ", ".join(added),
+                _before_after(per_a["kernels_per_token"], per_b["kernels_per_token"]),
+                _before_after(per_a["kernel_us_per_token"], per_b["kernel_us_per_token"]),
+                verdict,
+            ]
+        )
+    headers = ["variant", "extends", "added", "kernels per token", "kernel µs per token", "launch counts"]
+    intro = (
+        "A profiled variant against the profiled variant it extends (that one's entries first in it), each from "
+        "its own recording: launch counts are exact, kernel times carry each recording's noise."
+    )
+    return ["", "### Profiles against the variant they extend", "", intro, "", *_table(headers, rows)]
 
 
 # ---------------------------------------------------------------- evals

@@ -110,7 +110,9 @@ def test_the_committed_report_is_current(monkeypatch: pytest.MonkeyPatch) -> Non
 
 
 SESSIONS_WITH_REPORTS = sorted(
-    report.parent for report in (REPO / "results").glob("h200-*/REPORT.md") if "session" in report.parent.name
+    report.parent
+    for report in (REPO / "results").glob("h*00-*/REPORT.md")  # H200 folders, and H100 when no H200 was lent
+    if "session" in report.parent.name
 )
 
 
@@ -187,3 +189,13 @@ def test_tbo_perf_files_pair_with_their_groups_stock(tmp_path: Path) -> None:
 
 def test_no_tbo_perf_files_skip_their_section(tmp_path: Path) -> None:
     assert "_No `tbo-perf-*.txt` with timed cases beside a stock file: section skipped._" in render_session(tmp_path)
+
+
+def test_a_profiled_extension_that_changed_no_launch_count_is_called_out() -> None:
+    """Session 37: fusion-1-residual-norm passed its cases on the H100 and fused nothing in the model; the report says
+    so beside the variant it extends, and says the opposite where launch counts moved."""
+    lines = render_session(REPO / "results" / "h100-2026-12-05-session37-residual-norm").splitlines()
+    (row,) = [line for line in lines if line.startswith("| `") and "| fusion-1-residual-norm |" in line]
+    assert "1,237.8 → 1,237.8 (+0.0)" in row and "fused nothing here" in row
+    moved = render_session(REPO / "results" / "h200-2026-12-04-session32-l2-pdl-off")
+    assert "2 kernels' launch counts changed" in moved and "fused nothing" not in moved
