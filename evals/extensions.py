@@ -32,6 +32,7 @@ class Extension:
     added: tuple[str, ...]  # the entries the variant has beyond its base
     estimate: RatioEstimate  # variant/base of medians, over processes then repetitions
     paired: PairedEstimate | None  # variant/base paired by round
+    processes: int = 2  # the fewer processes (rounds) of the two sides; with one, the interval misses their drift
 
 
 def _entry_keys(variant: dict[str, Any]) -> list[tuple[str, str]]:
@@ -75,6 +76,7 @@ def extensions(result: dict[str, Any]) -> list[Extension]:
                     added=added,
                     estimate=grouped_ratio_estimate(base_groups, variant_groups),
                     paired=paired_rounds_estimate(round_pairs(runs, test, base, variant)),
+                    processes=min(sum(1 for g in base_groups if g), sum(1 for g in variant_groups if g)),
                 )
             )
     return found

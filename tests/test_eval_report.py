@@ -6,7 +6,7 @@ from pathlib import Path
 
 from click.testing import CliRunner
 
-from evals.report import kl_verdict, render
+from evals.report import extensions_frame, kl_verdict, render, speed_frame
 from evals.results import read_result
 from fusekit.cli import main
 
@@ -34,3 +34,15 @@ def test_report_command_prints_every_check(tmp_path: Path) -> None:
     assert text.startswith("# fusekit report")
     for title in ("### Perplexity", "### KL divergence against stock", "### Text identity", "### Speed"):
         assert title in text
+
+
+def test_one_process_a_side_is_never_taken_for_a_speed_change() -> None:
+    """Session 37: one round called fusion-1-residual-norm 2.4% faster than its base [1.0045, 1.0516], though it
+    fused nothing; ten rounds gave 0.9866 [0.9590, 1.0071]. The one-round rows now say what their interval misses."""
+    folder = Path(__file__).resolve().parents[1] / "results" / "h100-2026-12-05-session37-residual-norm"
+    one = read_result(folder / "eval-all-35b.json")
+    assert all("one process a side" in note for note in speed_frame(one)["note"])
+    assert "faster (one process a side)" in extensions_frame(one)["verdict"].tolist()
+    ten = read_result(folder / "eval-decode-35b.json")
+    assert not any("one process a side" in note for note in speed_frame(ten)["note"])
+    assert extensions_frame(ten)["verdict"].tolist() == ["same"]
