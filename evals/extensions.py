@@ -32,7 +32,7 @@ class Extension:
     added: tuple[str, ...]  # the entries the variant has beyond its base
     estimate: RatioEstimate  # variant/base of medians, over processes then repetitions
     paired: PairedEstimate | None  # variant/base paired by round
-    processes: int = 2  # the fewer processes (rounds) of the two sides; with one, the interval misses their drift
+    processes: int  # the fewer processes (rounds) of the two sides; with one, the interval misses their drift
 
 
 def _entry_keys(variant: dict[str, Any]) -> list[tuple[str, str]]:

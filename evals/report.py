@@ -70,8 +70,8 @@ def speed_frame(result: dict[str, Any]) -> pd.DataFrame:
         spread = row.get("process_spread", 0.0)
         if row.get("rounds") == 1 and row["rounds_for_1pct"] is not None:
             notes.append(
-                "one process a side: the interval covers its repetitions, not the drift between processes "
-                "(5-6% on session 37's H100); only a run of several rounds can call this faster or slower"
+                "one process a side: the interval covers its repetitions, not the drift between processes; "
+                "only a run of several rounds can call this faster or slower"
             )
         elif spread > max(2 * row["half_width"], 0.05):
             notes.append(

@@ -23,6 +23,8 @@ from .baseline_report import fmt_us
 from .checkpoint import final_name_of
 from .extensions import bases
 from .profile.categories import CATEGORIES, categorize
+from .profile.compare import compare
+from .profile.saved import profile_from_dict
 from .report import render as render_eval
 from .results import read_result
 from .standalone_timings import TABLE_MAKERS
@@ -561,15 +563,10 @@ def _profiles(folder: Path) -> list[str]:
     return out
 
 
-def _launch_counts(profile: dict[str, Any]) -> dict[str, float]:
-    tokens = profile["tokens"] or 1
-    return {kernel["name"]: kernel["instances"] / tokens for kernel in profile["kernels"]}
-
-
 def _profile_extensions(results: list[tuple[str, dict[str, Any]]]) -> list[str]:
     """Each profiled variant against the profiled variant it extends (evals/extensions.py's rule): whether the
-    entries it adds changed any kernel's launch count. Session 37's residual norm passed all its cases and fused
-    nothing in the model; this table says so at once."""
+    entries it adds changed any kernel's launch count (evals/profile/compare.py's per-kernel deltas). Session 37's
+    residual norm passed all its cases and fused nothing in the model; this table says so at once."""
     sides = [
         {"name": name, "entries": r["variants"][1].get("entries", []), "env": r["variants"][1].get("env") or {}}
         for name, r in results
@@ -581,13 +578,16 @@ def _profile_extensions(results: list[tuple[str, dict[str, Any]]]) -> list[str]:
     rows = []
     for name, (base, added) in sorted(found.items()):
         a, b = variant_of[base], variant_of[name]
-        before, after = _launch_counts(a), _launch_counts(b)
-        changed = sum(1 for kernel in before.keys() | after.keys() if before.get(kernel) != after.get(kernel))
-        verdict = (
-            "**no kernel's launch count changed: what it adds fused nothing here**"
-            if changed == 0
-            else f"{changed} kernels' launch counts changed"
-        )
+        if a["tokens"] != b["tokens"]:
+            verdict = f"recorded over {a['tokens']} and {b['tokens']} tokens: launch counts not compared"
+        else:
+            deltas = compare(profile_from_dict(a, Path(base)), profile_from_dict(b, Path(name))).kernels
+            changed = sum(1 for delta in deltas if delta.delta_launches)
+            verdict = (
+                "**no kernel's launch count changed: what it adds fused nothing here**"
+                if changed == 0
+                else f"{changed} kernels' launch counts changed"
+            )
         per_a, per_b = a["per_token"], b["per_token"]
         rows.append(
             [
