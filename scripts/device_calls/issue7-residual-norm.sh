@@ -23,10 +23,12 @@ F1X="fusion-1+$P/fusion-1-gated-q8.patch+$P/fusion-1-norm-weights-ahead.patch"
 RW="$P/fusion-1-gated-reshaped-q8.patch+$P/fusion-1-glu-q8.patch+$P/fusion-1-glu-wide-q8.patch"
 RN="$P/fusion-1-residual-norm.patch"
 export VARIANTS="$F1X+$RW $F1X+$RW+$RN fusion-1+$P/fusion-1-norm-weights-ahead.patch+$RN+$X/sabotage-residual-norm.patch"
-export FOCUS="1" KERNEL_PROGRAMS=none FLA_REFERENCE=0 EVAL_FUSIONS=" " ROUNDS=3 PROMPTS=512 DECODE_ROUNDS=10
+export FOCUS="1" KERNEL_PROGRAMS=none FLA_REFERENCE=0 EVAL_FUSIONS=" " ROUNDS=3 PROMPTS=512
+# A call with less device time left may shorten these: DECODE_ROUNDS=6 GPU0_STEPS="eval profile-a eval-decode check-mm".
+export DECODE_ROUNDS=${DECODE_ROUNDS:-10}
 export CHECK_BASE_OPS="MUL_MAT_VEC_FUSION" CHECK_EXTRA_OPS="FUSEKIT_NORM_Q8 ADD_RMS_NORM ADD_ADD RMS_NORM_MUL_ADD"
 export SECOND_MODEL=/tmp/models/SmolLM2-135M-Instruct.Q4_1.gguf SECOND_NAME=f1-smollm2 SECOND_WAIT=900
-export GPU0_STEPS="eval profile-a eval-decode eval2 check-mm" GPU1_STEPS=" "
+export GPU0_STEPS=${GPU0_STEPS:-"eval profile-a eval-decode eval2 check-mm"} GPU1_STEPS=" "
 bash scripts/h200_session.sh /tmp/b run > /tmp/run.log 2>&1
 bash scripts/h200_session.sh /tmp/b poll $((570 - SECONDS))
 bash scripts/h200_session.sh /tmp/b pack "$OUT"
