@@ -165,6 +165,42 @@ using Chain16Both    = ChainVariant<16, 1, 512>;
 using ChainMma       = ChainVariant<32, 2, fusekit_gdn_tc::kStateThreads, true>;  // step 2c's shape on mma.sync
 using ChainRounded   = ChainVariant<32, 2, fusekit_gdn_tc::kStateThreads, true, true>;  // step 3h
 
+// Step 4a: the chain with the state in registers (Warps warps of 16 value columns per CTA) between step 2c's padded
+// prep and output passes, as ChainVariant's chains.
+template <int Warps> void launch_chain_regs(const GdnParams & p, float * records, float * states) {
+    using namespace fusekit_gdn_tc;
+    const dim3 grid(unsigned(kS / (16 * Warps)), unsigned(p.H_v), unsigned(p.B));
+    chunked_gdn_tc_chain_regs<Warps><<<grid, Warps * 32, chain_regs_shared_bytes<Warps>()>>>(p, records, states);
+}
+template <int Warps> struct ChainRegsVariant {
+    static constexpr int          Pad   = fusekit_gdn_tc::kPadBanks;
+    static constexpr const char * kStep = "step 4a";
+    static constexpr const char * kPass = "chain";
+    static constexpr const char * kKey  = "chain_median_us";
+    static void allow() {
+        using namespace fusekit_gdn_tc;
+        CHECK(cudaFuncSetAttribute(chunked_gdn_tc_chain_regs<Warps>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                   int(chain_regs_shared_bytes<Warps>())));
+    }
+    static int ctas_per_sm() {
+        using namespace fusekit_gdn_tc;
+        int ctas = 0;
+        CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&ctas, chunked_gdn_tc_chain_regs<Warps>, Warps * 32,
+                                                            chain_regs_shared_bytes<Warps>()));
+        return ctas;
+    }
+    static void timed(const GdnParams & p, float * records, float * states) {
+        launch_chain_regs<Warps>(p, records, states);
+    }
+    static void split(const GdnParams & p, float * records, float * states, int sabotage) {
+        launch_prep<Pad>(p, records, sabotage);
+        launch_chain_regs<Warps>(p, records, states);
+        launch_output<Pad>(p, records, states);
+    }
+};
+using ChainRegs2 = ChainRegsVariant<2>;  // 32 columns a CTA: 128 CTAs for 32 heads
+using ChainRegs4 = ChainRegsVariant<4>;  // 64 columns a CTA: 64 CTAs
+
 // Step 3c: step 2c's prep pass and chain, then an output pass with Cols value columns per CTA, its A fragments loaded
 // ABatch at a time; step 3f (Mma): the output pass's products on mma.sync.
 template <int Cols, int ABatch, bool Mma = false> struct OutputVariant {
@@ -298,6 +334,10 @@ int main(int argc, char ** argv) {
     std::printf("step 2d chains: 32 columns, 16 warps: %d CTA(s) per SM; 16 columns, one buffer: %d; the same, 16 warps: %d\n",
                 Chain16Warps::ctas_per_sm(), Chain16Columns::ctas_per_sm(), Chain16Both::ctas_per_sm());
     ChainMma::allow();
+    ChainRegs2::allow();
+    ChainRegs4::allow();
+    std::printf("step 4a chains (state in registers): 2 warps: %d CTA(s) per SM; 4 warps: %d\n",
+                ChainRegs2::ctas_per_sm(), ChainRegs4::ctas_per_sm());
     ChainRounded::allow();
     OutputBatched::allow();
     Output64Columns::allow();
@@ -470,6 +510,8 @@ int main(int argc, char ** argv) {
         pass_variant(Chain16Both{}, "chain of 16 columns, one buffer, 16 warps");
         pass_variant(ChainMma{}, "chain on mma.sync from shared memory");
         pass_variant(ChainRounded{}, "chain on mma.sync, its B operands from TF32 copies");
+        pass_variant(ChainRegs2{}, "chain with the state in registers, 2 warps of 16 columns a CTA");
+        pass_variant(ChainRegs4{}, "chain with the state in registers, 4 warps of 16 columns a CTA");
         pass_variant(OutputBatched{}, "output of 128 columns, A in batches of 4");
         pass_variant(Output64Columns{}, "output of 64 columns, A in batches of 4");
         pass_variant(Output32Columns{}, "output of 32 columns, A in batches of 4");
