@@ -536,10 +536,14 @@ PY
       name=${program//_/-}
       nvcc -O3 -std=c++17 -arch=sm_90 -lineinfo -I"$REPO/kernels" -o "$B/bin/${program}_check" "$REPO/kernels/${program}_check.cu" \
         >"$B/logs/nvcc-$name.log" 2>&1 || { tail -n 20 "$B/logs/nvcc-$name.log"; continue; }
-      "$B/bin/${program}_check" --json "$B/results/$name-standalone.json" 2>&1 | tee "$B/logs/$name.log" || true
-      "$B/bin/${program}_check" --sabotage --json "$B/results/$name-standalone-sabotage.json" 2>&1 | tail -n 2 \
-        | tee "$B/logs/$name-sabotage.log" || true
-      if [[ $program == chunked_gdn ]]; then ncu_chunked_gdn "$B/bin/${program}_check"; fi
+      # each run at most KERNEL_TIMEOUT seconds (300): the session waits for this step after the builds, so a kernel
+      # that hangs on its first GPU run must not hold the session's steps back
+      timeout "${KERNEL_TIMEOUT:-300}" "$B/bin/${program}_check" --json "$B/results/$name-standalone.json" 2>&1 \
+        | tee "$B/logs/$name.log" || true
+      timeout "${KERNEL_TIMEOUT:-300}" "$B/bin/${program}_check" --sabotage --json "$B/results/$name-standalone-sabotage.json" \
+        2>&1 | tail -n 2 | tee "$B/logs/$name-sabotage.log" || true
+      # KERNELS_NCU=0: no Nsight Compute pass over the program (up to NCU_TIMEOUT, 420 s, beside the builds)
+      if [[ $program == chunked_gdn && ${KERNELS_NCU:-1} != 0 ]]; then ncu_chunked_gdn "$B/bin/${program}_check"; fi
     done
     [[ "${FLA_REFERENCE:-1}" == 0 ]] || fla_reference
     smi kernels

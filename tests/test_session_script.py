@@ -7,6 +7,7 @@ import json
 import os
 import re
 import subprocess
+import time
 from pathlib import Path
 
 import pytest
@@ -494,6 +495,41 @@ def test_kernel_programs_none_compiles_no_program(tmp_path: Path) -> None:
     done = _run(batch, "kernels", {**env, "KERNEL_PROGRAMS": "conv_window"})
     assert done.returncode == 0, done.stderr
     assert "kernels/conv_window_check.cu" in record.read_text()
+
+
+def test_kernels_step_stops_a_program_that_hangs_and_skips_ncu_on_request(tmp_path: Path) -> None:
+    """The session waits for the kernels step after the builds: a kernel that hangs on its first GPU run (session 38
+    put an untried chain into the #7 call's builds) is stopped after KERNEL_TIMEOUT seconds, and KERNELS_NCU=0 keeps
+    Nsight Compute's pass (up to 420 s) out of it."""
+    stub, batch, record = tmp_path / "stub", tmp_path / "b", tmp_path / "ncu-calls.txt"
+    # nvcc "builds" a program that never ends
+    never_ends = (
+        'out=$(sed -n "s/.*-o \\([^ ]*\\).*/\\1/p" <<<"$*")\n'
+        'printf "#!/usr/bin/env bash\\nsleep 600\\n" >"$out"\n'
+        'chmod +x "$out"\n'
+    )
+    _stub_bin(stub, "nvcc", never_ends)
+    _stub_bin(stub, "ncu", f'echo "$*" >>"{record}"\n')
+    (batch / "bin").mkdir(parents=True)
+    env = {
+        "FUSEKIT_HOME": str(tmp_path),
+        "NCU": str(stub / "ncu"),
+        "FLA_REFERENCE": "0",
+        "KERNEL_PROGRAMS": "chunked_gdn",
+        "KERNEL_TIMEOUT": "1",
+        "KERNELS_NCU": "0",
+        "PATH": f"{stub}:{os.environ['PATH']}",
+    }
+    started = time.monotonic()
+    done = _run(batch, "kernels", env)
+    assert done.returncode == 0, done.stderr
+    assert time.monotonic() - started < 60
+    assert (batch / "bin" / "chunked_gdn_check").exists()
+    assert not record.exists()
+
+    done = _run(batch, "kernels", {**env, "KERNELS_NCU": "1", "NCU_TIMEOUT": "5"})
+    assert done.returncode == 0, done.stderr
+    assert "chunked_gdn_check" in record.read_text()
 
 
 @pytest.mark.parametrize("sabotage_fails", [True, False], ids=["sabotage-caught", "sabotage-missed"])
