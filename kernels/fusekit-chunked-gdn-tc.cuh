@@ -1035,6 +1035,27 @@ __global__ void __launch_bounds__(kStateThreads) chunked_gdn_tc_state(GdnParams 
 #endif
 }
 
+// A chain's record operands of one chunk (rec) into shared memory by cp.async, 16 bytes per copy, committed as one
+// group: W and Kend (rows lw and lk floats apart) and the columns j0 .. j0 + N of U0 (rows lu apart). Records are
+// 32-byte aligned, j0 a multiple of 16 and every row length a multiple of 4 floats.
+template <int N>
+__device__ inline void stage_chain_operands(const float * rec, int j0, float * w, int lw, float * kend, int lk, float * u0,
+                                            int lu) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+    const int tid = int(threadIdx.x), nthr = int(blockDim.x);
+    for (int idx = tid; idx < kC * kS / 4; idx += nthr) {
+        const int r = idx / (kS / 4), q4 = idx % (kS / 4);
+        __pipeline_memcpy_async(w + r * lw + 4 * q4, rec + Record::W + 4 * idx, 16);
+        __pipeline_memcpy_async(kend + r * lk + 4 * q4, rec + Record::Kend + 4 * idx, 16);
+    }
+    for (int idx = tid; idx < kC * N / 4; idx += nthr) {
+        const int s = idx / (N / 4), q4 = idx % (N / 4);
+        __pipeline_memcpy_async(u0 + s * lu + 4 * q4, rec + Record::U0 + s * kS + j0 + 4 * q4, 16);
+    }
+    __pipeline_commit();
+#endif
+}
+
 // ---- Step 2b's chain and output pass (device); their specification is chain_host and output_host above ----------
 // Shared memory of the chain for N value columns: with two buffers the next chunk's W, Kend and U0 slice arrive by
 // cp.async while this chunk's products run, with one each chunk's arrive at its start; the state slice and U of this
@@ -1074,20 +1095,10 @@ __global__ void __launch_bounds__(Threads) chunked_gdn_tc_chain(GdnParams p, flo
     const int tid = int(threadIdx.x), nthr = int(blockDim.x);
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
     const int chunks = (p.T + kC - 1) / kC;
-    // the record operands of chunk c into buffer buf, 16 bytes per copy (records are 32-byte aligned, j0 a multiple of
-    // 16, padded rows a multiple of 4 floats)
+    // the record operands of chunk c into buffer buf
     auto stage = [&](int c, int buf) {
-        const float * rec = records + record_index(p, b, h, c) * Record::floats;
-        for (int idx = tid; idx < kC * kS / 4; idx += nthr) {
-            const int r = idx / (kS / 4), q4 = idx % (kS / 4);
-            __pipeline_memcpy_async(sh.w[buf] + r * LS + 4 * q4, rec + Record::W + 4 * idx, 16);
-            __pipeline_memcpy_async(sh.kend[buf] + r * LS + 4 * q4, rec + Record::Kend + 4 * idx, 16);
-        }
-        for (int idx = tid; idx < kC * N / 4; idx += nthr) {
-            const int s = idx / (N / 4), q4 = idx % (N / 4);
-            __pipeline_memcpy_async(sh.u0[buf] + s * LN + 4 * q4, rec + Record::U0 + s * kS + j0 + 4 * q4, 16);
-        }
-        __pipeline_commit();
+        stage_chain_operands<N>(records + record_index(p, b, h, c) * Record::floats, j0, sh.w[buf], LS, sh.kend[buf], LS,
+                                sh.u0[buf], LN);
     };
     if constexpr (Buffers == 2) {
         stage(0, 0);
@@ -1215,6 +1226,29 @@ __global__ void __launch_bounds__(Threads) chunked_gdn_tc_chain(GdnParams p, flo
 constexpr int kRegsLW = kS + 8;  // W rows: the float2 B loads of 16 lanes (8 rows, 8 columns) on distinct banks
 constexpr int kRegsLK = kS + 4;  // Kend rows: the B loads (4 rows 2t, 8 columns g) on distinct banks
 
+// A warp's m16n8 C fragments of a transposed product, x[n] holding rows 8n + 2t, 8n + 2t + 1 and columns g, g + 8 of
+// the untransposed matrix, to and from memory at m[row ld + column] (m offset to the warp's first column).
+template <int Tiles> __device__ inline void store_fragment_rows(float * m, int ld, const float (&x)[Tiles][4]) {
+    const int lane = int(threadIdx.x) % 32, g = lane / 4, t = lane % 4;
+#pragma unroll
+    for (int n = 0; n < Tiles; ++n) {
+        m[(8 * n + 2 * t) * ld + g]         = x[n][0];
+        m[(8 * n + 2 * t + 1) * ld + g]     = x[n][1];
+        m[(8 * n + 2 * t) * ld + g + 8]     = x[n][2];
+        m[(8 * n + 2 * t + 1) * ld + g + 8] = x[n][3];
+    }
+}
+template <int Tiles> __device__ inline void load_fragment_rows(const float * m, int ld, float (&x)[Tiles][4]) {
+    const int lane = int(threadIdx.x) % 32, g = lane / 4, t = lane % 4;
+#pragma unroll
+    for (int n = 0; n < Tiles; ++n) {
+        x[n][0] = m[(8 * n + 2 * t) * ld + g];
+        x[n][1] = m[(8 * n + 2 * t + 1) * ld + g];
+        x[n][2] = m[(8 * n + 2 * t) * ld + g + 8];
+        x[n][3] = m[(8 * n + 2 * t + 1) * ld + g + 8];
+    }
+}
+
 template <int Warps> struct ChainRegsShared {
     static constexpr int N  = 16 * Warps;  // value columns of the CTA
     static constexpr int LU = N + 4;       // U0 slice rows: the lanes' loads (rows 2t, columns g) on distinct banks
@@ -1260,23 +1294,14 @@ __global__ void __launch_bounds__(Warps * 32) chunked_gdn_tc_chain_regs(GdnParam
     extern __shared__ __align__(128) unsigned char shared_chain_regs[];
     Shared &  sh = *reinterpret_cast<Shared *>(shared_chain_regs);
     const int j0 = int(blockIdx.x) * N, h = int(blockIdx.y), b = int(blockIdx.z);
-    const int tid = int(threadIdx.x), nthr = int(blockDim.x);
+    const int tid = int(threadIdx.x);
     const int warp = tid / 32, lane = tid % 32, g = lane / 4, t = lane % 4;
     const int jw = warp * 16;  // the warp's first column within the CTA's N
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
     const int chunks = (p.T + kC - 1) / kC;
-    auto stage = [&](int c, int buf) {  // chunk c's W, Kend and U0 slice into buffer buf, 16 bytes per copy
-        const float * rec = records + record_index(p, b, h, c) * Record::floats;
-        for (int idx = tid; idx < kC * kS / 4; idx += nthr) {
-            const int r = idx / (kS / 4), q4 = idx % (kS / 4);
-            __pipeline_memcpy_async(sh.w[buf] + r * kRegsLW + 4 * q4, rec + Record::W + 4 * idx, 16);
-            __pipeline_memcpy_async(sh.kend[buf] + r * kRegsLK + 4 * q4, rec + Record::Kend + 4 * idx, 16);
-        }
-        for (int idx = tid; idx < kC * N / 4; idx += nthr) {
-            const int s = idx / (N / 4), q4 = idx % (N / 4);
-            __pipeline_memcpy_async(sh.u0[buf] + s * LU + 4 * q4, rec + Record::U0 + s * kS + j0 + 4 * q4, 16);
-        }
-        __pipeline_commit();
+    auto stage = [&](int c, int buf) {  // chunk c's W, Kend and U0 slice into buffer buf
+        stage_chain_operands<N>(records + record_index(p, b, h, c) * Record::floats, j0, sh.w[buf], kRegsLW, sh.kend[buf],
+                                kRegsLK, sh.u0[buf], LU);
     };
     stage(0, 0);
 
@@ -1305,25 +1330,11 @@ __global__ void __launch_bounds__(Warps * 32) chunked_gdn_tc_chain_regs(GdnParam
         const float    decay = rec[Record::eG + L - 1];
 
         // the chunk-start state for the output pass (states: S0[i][j] row-major per chunk)
-        float * st_out = states + record_index(p, b, h, c) * kS * kS + j0 + jw;
-#pragma unroll
-        for (int n = 0; n < kS / 8; ++n) {
-            st_out[(8 * n + 2 * t) * kS + g]         = st[n][0];
-            st_out[(8 * n + 2 * t + 1) * kS + g]     = st[n][1];
-            st_out[(8 * n + 2 * t) * kS + g + 8]     = st[n][2];
-            st_out[(8 * n + 2 * t + 1) * kS + g + 8] = st[n][3];
-        }
+        store_fragment_rows(states + record_index(p, b, h, c) * kS * kS + j0 + jw, kS, st);
 
         // U^T = U0^T - S0^T W^T: u[m] holds U[8m + 2t (+1)][col], col = jw + g (+ 8), started from U0
         float u[kC / 8][4];
-        const float * u0 = sh.u0[buf];
-#pragma unroll
-        for (int m = 0; m < kC / 8; ++m) {
-            u[m][0] = u0[(8 * m + 2 * t) * LU + jw + g];
-            u[m][1] = u0[(8 * m + 2 * t + 1) * LU + jw + g];
-            u[m][2] = u0[(8 * m + 2 * t) * LU + jw + g + 8];
-            u[m][3] = u0[(8 * m + 2 * t + 1) * LU + jw + g + 8];
-        }
+        load_fragment_rows(sh.u0[buf] + jw, LU, u);
         const float * w = sh.w[buf];
 #pragma unroll
         for (int kk = 0; kk < kS / 8; ++kk) {
@@ -1339,31 +1350,12 @@ __global__ void __launch_bounds__(Warps * 32) chunked_gdn_tc_chain_regs(GdnParam
         }
 
         // U over the record's U0 (this warp's columns; no other warp reads them)
-#pragma unroll
-        for (int m = 0; m < kC / 8; ++m) {
-            float * u_out = rec + Record::U0 + j0 + jw;
-            u_out[(8 * m + 2 * t) * kS + g]         = u[m][0];
-            u_out[(8 * m + 2 * t + 1) * kS + g]     = u[m][1];
-            u_out[(8 * m + 2 * t) * kS + g + 8]     = u[m][2];
-            u_out[(8 * m + 2 * t + 1) * kS + g + 8] = u[m][3];
-        }
+        store_fragment_rows(rec + Record::U0 + j0 + jw, kS, u);
         // the snapshot slots of the sequence's last K tokens but the chunk's last (the same for every thread)
         const bool snapshots = p.T - t0 - p.K < L - 1;
         if (snapshots) {
-#pragma unroll
-            for (int n = 0; n < kS / 8; ++n) {
-                sh.s0[(8 * n + 2 * t) * LX + jw + g]         = st[n][0];
-                sh.s0[(8 * n + 2 * t + 1) * LX + jw + g]     = st[n][1];
-                sh.s0[(8 * n + 2 * t) * LX + jw + g + 8]     = st[n][2];
-                sh.s0[(8 * n + 2 * t + 1) * LX + jw + g + 8] = st[n][3];
-            }
-#pragma unroll
-            for (int m = 0; m < kC / 8; ++m) {
-                sh.u[(8 * m + 2 * t) * LX + jw + g]         = u[m][0];
-                sh.u[(8 * m + 2 * t + 1) * LX + jw + g]     = u[m][1];
-                sh.u[(8 * m + 2 * t) * LX + jw + g + 8]     = u[m][2];
-                sh.u[(8 * m + 2 * t + 1) * LX + jw + g + 8] = u[m][3];
-            }
+            store_fragment_rows(sh.s0 + jw, LX, st);  // the scratch: S[i][jj], rows LX apart
+            store_fragment_rows(sh.u + jw, LX, u);
             __syncthreads();
             write_snapshot_rows<N>(p, b, h, j0, t0, L - 1, G, sh.s0, sh.u, LX);
             __syncthreads();  // the scratch is read before the new state may go there
@@ -1392,13 +1384,7 @@ __global__ void __launch_bounds__(Warps * 32) chunked_gdn_tc_chain_regs(GdnParam
 
         // the snapshot slot of the chunk's last token: the new state
         if (const int last_slot = p.T - t0 - L; last_slot < p.K) {
-#pragma unroll
-            for (int n = 0; n < kS / 8; ++n) {
-                sh.s0[(8 * n + 2 * t) * LX + jw + g]         = st[n][0];
-                sh.s0[(8 * n + 2 * t + 1) * LX + jw + g]     = st[n][1];
-                sh.s0[(8 * n + 2 * t) * LX + jw + g + 8]     = st[n][2];
-                sh.s0[(8 * n + 2 * t + 1) * LX + jw + g + 8] = st[n][3];
-            }
+            store_fragment_rows(sh.s0 + jw, LX, st);  // the scratch: S[i][jj], rows LX apart
             __syncthreads();
             write_state_snapshot<N>(p, b, h, j0, last_slot, sh.s0, LX);
             __syncthreads();
