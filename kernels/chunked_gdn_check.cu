@@ -25,6 +25,7 @@
 #include "chunked-gdn-reference.h"
 #include "fusekit-chunked-gdn.cuh"
 #include "fusekit-chunked-gdn-tc.cuh"
+#include "fusekit-chunked-gdn-regs.cuh"  // step 4a
 #include "standalone.cuh"
 
 #include <algorithm>
