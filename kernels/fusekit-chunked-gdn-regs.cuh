@@ -82,24 +82,40 @@ template <int Warps> struct ChainRegsShared {
 };
 
 // The snapshot slots among the chunk's first rows tokens (the sequence's last K), from S0 and U (rows ld apart, N
-// columns) in shared memory: write_snapshot_slices's sums, the same expressions, for any block size.
+// columns) in shared memory: write_snapshot_slices's sums, the same expressions in the same order, for any block size.
+// A thread takes one key i and kSnapshotGroup value columns at a time: the decay-weighted key of token s is the same
+// for the group, so one expf and one key load serve kSnapshotGroup independent sums. (Session 39: one element a thread,
+// as step 3e does it with 256 threads, took 580 us of 650 on the K = 3 case with this chain's 64-128 threads, one long
+// dependent chain per element.)
+constexpr int kSnapshotGroup = 16;
 template <int N>
 __device__ inline void write_snapshot_rows(const GdnParams & p, int b, int h, int j0, int t0, int rows, const double * G,
                                            const float * s0, const float * u, int ld) {
+    static_assert(N % kSnapshotGroup == 0, "whole groups of value columns");
     const float * k0    = key_row(p, b, h, t0);
     const int     first = p.T - t0 - p.K;
     for (int r = first > 0 ? first : 0; r < rows; ++r) {
         const int   slot = p.T - 1 - (t0 + r);
         float *     out = p.state_out + slot * p.state_slot_stride + (int64_t(b) * p.H_v + h) * kS * kS + int64_t(j0) * kS;
         const float e_r = float(exp(G[r]));
-        for (int idx = int(threadIdx.x); idx < N * kS; idx += int(blockDim.x)) {
-            const int jj = idx / kS, i = idx % kS;
-            float     x  = e_r * s0[i * ld + jj];
+        for (int item = int(threadIdx.x); item < (N / kSnapshotGroup) * kS; item += int(blockDim.x)) {
+            const int i = item % kS, jg = (item / kS) * kSnapshotGroup;
+            float     x[kSnapshotGroup];
+#pragma unroll
+            for (int q = 0; q < kSnapshotGroup; ++q) {
+                x[q] = e_r * s0[i * ld + jg + q];
+            }
             for (int s = 0; s <= r; ++s) {
                 const float decay_key = expf(float(G[r] - G[s])) * read_input(k0 + s * p.k_s2 + i);
-                x += decay_key * u[s * ld + jj];
+#pragma unroll
+                for (int q = 0; q < kSnapshotGroup; ++q) {
+                    x[q] += decay_key * u[s * ld + jg + q];
+                }
             }
-            out[idx] = x;
+#pragma unroll
+            for (int q = 0; q < kSnapshotGroup; ++q) {
+                out[(jg + q) * kS + i] = x[q];
+            }
         }
     }
 }
