@@ -79,18 +79,21 @@ template <int Warps> struct ChainRegsShared {
     float u0[2][kC * LU];                  // the CTA's columns of U0, [s][jj]
     float s0[kS * LX];                     // scratch for the snapshot slots: S0[i][jj] (or the new state)
     float u[kC * LX];                      // and U[s][jj]
+    float coef[kC];                        // a snapshot row's decays e^{G_r - G_s}, s <= r
 };
 
 // The snapshot slots among the chunk's first rows tokens (the sequence's last K), from S0 and U (rows ld apart, N
 // columns) in shared memory: write_snapshot_slices's sums, the same expressions in the same order, for any block size.
 // A thread takes one key i and kSnapshotGroup value columns at a time: the decay-weighted key of token s is the same
-// for the group, so one expf and one key load serve kSnapshotGroup independent sums. (Session 39: one element a thread,
-// as step 3e does it with 256 threads, took 580 us of 650 on the K = 3 case with this chain's 64-128 threads, one long
-// dependent chain per element.)
+// for the group, so one key load serves kSnapshotGroup independent sums; a row's decays e^{G_r - G_s} are computed
+// once into coef (the same float expf gives) and the key loads of four tokens issued together. (Session 39: one
+// element a thread, as step 3e does it with 256 threads, took about 580 us of 621 on the K = 3 case with this chain's
+// 128 threads; the group of 16 with an expf and a key load a term still took about 100.) Every thread of the CTA
+// calls it (barriers inside).
 constexpr int kSnapshotGroup = 16;
 template <int N>
 __device__ inline void write_snapshot_rows(const GdnParams & p, int b, int h, int j0, int t0, int rows, const double * G,
-                                           const float * s0, const float * u, int ld) {
+                                           const float * s0, const float * u, int ld, float * coef) {
     static_assert(N % kSnapshotGroup == 0, "whole groups of value columns");
     const float * k0    = key_row(p, b, h, t0);
     const int     first = p.T - t0 - p.K;
@@ -98,6 +101,10 @@ __device__ inline void write_snapshot_rows(const GdnParams & p, int b, int h, in
         const int   slot = p.T - 1 - (t0 + r);
         float *     out = p.state_out + slot * p.state_slot_stride + (int64_t(b) * p.H_v + h) * kS * kS + int64_t(j0) * kS;
         const float e_r = float(exp(G[r]));
+        for (int s = int(threadIdx.x); s <= r; s += int(blockDim.x)) {
+            coef[s] = expf(float(G[r] - G[s]));
+        }
+        __syncthreads();
         for (int item = int(threadIdx.x); item < (N / kSnapshotGroup) * kS; item += int(blockDim.x)) {
             const int i = item % kS, jg = (item / kS) * kSnapshotGroup;
             float     x[kSnapshotGroup];
@@ -105,8 +112,9 @@ __device__ inline void write_snapshot_rows(const GdnParams & p, int b, int h, in
             for (int q = 0; q < kSnapshotGroup; ++q) {
                 x[q] = e_r * s0[i * ld + jg + q];
             }
+#pragma unroll 4
             for (int s = 0; s <= r; ++s) {
-                const float decay_key = expf(float(G[r] - G[s])) * read_input(k0 + s * p.k_s2 + i);
+                const float decay_key = coef[s] * read_input(k0 + s * p.k_s2 + i);
 #pragma unroll
                 for (int q = 0; q < kSnapshotGroup; ++q) {
                     x[q] += decay_key * u[s * ld + jg + q];
@@ -117,6 +125,7 @@ __device__ inline void write_snapshot_rows(const GdnParams & p, int b, int h, in
                 out[(jg + q) * kS + i] = x[q];
             }
         }
+        __syncthreads();  // coef is rewritten for the next row
     }
 }
 
@@ -194,7 +203,7 @@ __global__ void __launch_bounds__(Warps * 32) chunked_gdn_tc_chain_regs(GdnParam
             store_fragment_rows(sh.s0 + jw, LX, st);  // the scratch: S[i][jj], rows LX apart
             store_fragment_rows(sh.u + jw, LX, u);
             __syncthreads();
-            write_snapshot_rows<N>(p, b, h, j0, t0, L - 1, G, sh.s0, sh.u, LX);
+            write_snapshot_rows<N>(p, b, h, j0, t0, L - 1, G, sh.s0, sh.u, LX, sh.coef);
             __syncthreads();  // the scratch is read before the new state may go there
         }
 

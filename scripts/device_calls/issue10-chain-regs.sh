@@ -11,8 +11,8 @@ export PATH=/usr/local/cuda/bin:$PATH
 mkdir -p "$OUT/logs"
 smi() { nvidia-smi --query-gpu=timestamp,name,clocks.sm,clocks.mem,temperature.gpu,power.draw \
   --format=csv,noheader | sed "s/^/$1, /" >>"$OUT/clocks.csv" 2>&1 || true; }
-git rev-parse HEAD >"$OUT/commit.txt" 2>/dev/null || true
-git status --short kernels >>"$OUT/commit.txt" 2>/dev/null || true
+# the device's copy of .git need not be this checkout's: the sources' own hashes say what ran
+sha256sum kernels/chunked_gdn_check.cu kernels/*.cuh >"$OUT/sources.sha256"
 smi start
 nvcc -O3 -std=c++17 -arch=sm_90 -lineinfo -Xptxas -v -Ikernels -o /tmp/chunked_gdn_check kernels/chunked_gdn_check.cu \
   >"$OUT/logs/nvcc-chunked-gdn.log" 2>&1 || { tail -n 20 "$OUT/logs/nvcc-chunked-gdn.log"; exit 1; }
