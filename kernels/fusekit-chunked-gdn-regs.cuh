@@ -86,7 +86,7 @@ template <int Warps> struct ChainRegsShared {
 // columns) in shared memory: write_snapshot_slices's sums, the same expressions in the same order, for any block size.
 // A thread takes one key i and kSnapshotGroup value columns at a time: the decay-weighted key of token s is the same
 // for the group, so one key load serves kSnapshotGroup independent sums; a row's decays e^{G_r - G_s} are computed
-// once into coef (the same float expf gives) and the key loads of four tokens issued together. (Session 39: one
+// once into coef (the same float expf gives) and the key loads of two tokens issued together (four spilled: see NOTES). (Session 39: one
 // element a thread, as step 3e does it with 256 threads, took about 580 us of 621 on the K = 3 case with this chain's
 // 128 threads; the group of 16 with an expf and a key load a term still took about 100.) Every thread of the CTA
 // calls it (barriers inside).
@@ -112,7 +112,7 @@ __device__ inline void write_snapshot_rows(const GdnParams & p, int b, int h, in
             for (int q = 0; q < kSnapshotGroup; ++q) {
                 x[q] = e_r * s0[i * ld + jg + q];
             }
-#pragma unroll 4
+#pragma unroll 2
             for (int s = 0; s <= r; ++s) {
                 const float decay_key = coef[s] * read_input(k0 + s * p.k_s2 + i);
 #pragma unroll
