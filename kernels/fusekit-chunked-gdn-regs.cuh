@@ -86,10 +86,10 @@ template <int Warps> struct ChainRegsShared {
 // columns) in shared memory: write_snapshot_slices's sums, the same expressions in the same order, for any block size.
 // A thread takes one key i and kSnapshotGroup value columns at a time: the decay-weighted key of token s is the same
 // for the group, so one key load serves kSnapshotGroup independent sums; a row's decays e^{G_r - G_s} are computed
-// once into coef (the same float expf gives) and the key loads of two tokens issued together (four spilled: see NOTES). (Session 39: one
-// element a thread, as step 3e does it with 256 threads, took about 580 us of 621 on the K = 3 case with this chain's
-// 128 threads; the group of 16 with an expf and a key load a term still took about 100.) Every thread of the CTA
-// calls it (barriers inside).
+// once into coef (the same float expf gives) and the key loads of two tokens issued together (four made ptxas spill
+// and slowed the chain's main loop by a quarter). Every thread of the CTA calls it (barriers inside). Session 39, the
+// K = 3 case on an H100 with 4 warps: one element a thread (as step 3e does it, with 256 threads) 621 us, groups of
+// 16 with an expf and a key load a term 172, this 111 (step 3e 150); kernels/NOTES-chunked-gdn.md, "Step 4a".
 constexpr int kSnapshotGroup = 16;
 template <int N>
 __device__ inline void write_snapshot_rows(const GdnParams & p, int b, int h, int j0, int t0, int rows, const double * G,
