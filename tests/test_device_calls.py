@@ -40,9 +40,20 @@ def test_a_device_call_names_patches_and_stacks_that_exist(script: Path) -> None
 
 
 FIRST_CALLS = [p for p in CALLS if p.name not in ("poll.sh", "prepare.sh", "slim_tree.sh")]  # the last two run here
+SESSION_CALLS = [p for p in FIRST_CALLS if "h200_session.sh" in p.read_text()]
 
 
-@pytest.mark.parametrize("script", FIRST_CALLS, ids=lambda p: p.stem)
+def test_the_standalone_calls_are_the_ones_without_a_session() -> None:
+    """A call that builds nothing (session 39's issue10-chain-regs.sh: one standalone program) runs without
+    h200_session.sh and writes straight to $OUT; every other first call starts a session."""
+    standalone = {p.name for p in FIRST_CALLS} - {p.name for p in SESSION_CALLS}
+    assert standalone == {"issue10-chain-regs.sh"}
+    for name in standalone:
+        text = (REPO / "scripts" / "device_calls" / name).read_text()
+        assert '--json "$OUT/' in text and "nvidia-smi --query-gpu" in text  # results and clocks both come back
+
+
+@pytest.mark.parametrize("script", SESSION_CALLS, ids=lambda p: p.stem)
 def test_a_first_call_starts_the_session_and_packs_before_its_limit(script: Path) -> None:
     """A machine lost between calls keeps only what was packed (session 35): the first call packs at its end."""
     text = script.read_text()
