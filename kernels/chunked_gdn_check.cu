@@ -202,6 +202,40 @@ template <int Warps> struct ChainRegsVariant {
 using ChainRegs2 = ChainRegsVariant<2>;  // 32 columns a CTA: 128 CTAs for 32 heads
 using ChainRegs4 = ChainRegsVariant<4>;  // 64 columns a CTA: 64 CTAs
 
+// Step 4b: step 4a's chain with each 16-column slice on a pair of warps (Slices slices a CTA, 64 Slices threads).
+template <int Slices> void launch_chain_pairs(const GdnParams & p, float * records, float * states) {
+    using namespace fusekit_gdn_tc;
+    const dim3 grid(unsigned(kS / (16 * Slices)), unsigned(p.H_v), unsigned(p.B));
+    chunked_gdn_tc_chain_pairs<Slices><<<grid, Slices * 64, chain_pairs_shared_bytes<Slices>()>>>(p, records, states);
+}
+template <int Slices> struct ChainPairsVariant {
+    static constexpr int          Pad   = fusekit_gdn_tc::kPadBanks;
+    static constexpr const char * kStep = "step 4b";
+    static constexpr const char * kPass = "chain";
+    static constexpr const char * kKey  = "chain_median_us";
+    static void allow() {
+        using namespace fusekit_gdn_tc;
+        CHECK(cudaFuncSetAttribute(chunked_gdn_tc_chain_pairs<Slices>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                   int(chain_pairs_shared_bytes<Slices>())));
+    }
+    static int ctas_per_sm() {
+        using namespace fusekit_gdn_tc;
+        int ctas = 0;
+        CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&ctas, chunked_gdn_tc_chain_pairs<Slices>, Slices * 64,
+                                                            chain_pairs_shared_bytes<Slices>()));
+        return ctas;
+    }
+    static void timed(const GdnParams & p, float * records, float * states) {
+        launch_chain_pairs<Slices>(p, records, states);
+    }
+    static void split(const GdnParams & p, float * records, float * states, int sabotage) {
+        launch_prep<Pad>(p, records, sabotage);
+        launch_chain_pairs<Slices>(p, records, states);
+        launch_output<Pad>(p, records, states);
+    }
+};
+using ChainPairs2 = ChainPairsVariant<2>;  // 32 columns a CTA of 4 warps: 128 CTAs
+
 // Step 3c: step 2c's prep pass and chain, then an output pass with Cols value columns per CTA, its A fragments loaded
 // ABatch at a time; step 3f (Mma): the output pass's products on mma.sync.
 template <int Cols, int ABatch, bool Mma = false> struct OutputVariant {
@@ -283,6 +317,28 @@ using PrepMmaRounded   = PrepVariant<fusekit_gdn_tc::kS, 1, true, true, true>;  
 using PrepRoundOnce  = PrepVariant<fusekit_gdn_tc::kS, 1, false, true, false, true>;  // step 3i's prep pass alone
 using PrepRoundedAll   = PrepVariant<fusekit_gdn_tc::kS, 1, true, true, true, true>;    // steps 3h and 3i whole
 
+// Step 4a whole: step 3d's prep pass, step 4a's chain (Warps warps of 16 columns a CTA) and step 3f's output pass of
+// 128 columns: what fusion-4's glue would run with step 4a in place of step 3e's chain (PrepMmaOutputMma's passes
+// otherwise), timed as the three passes.
+template <int Warps> struct WholeRegsVariant {
+    static constexpr int          Pad   = fusekit_gdn_tc::kPadBanks;
+    static constexpr const char * kStep = "step 4a";
+    static constexpr const char * kPass = "whole";
+    static constexpr const char * kKey  = "median_us";
+    static void allow() {
+        PrepMmaOutputMma::allow();
+        ChainRegsVariant<Warps>::allow();
+    }
+    static int ctas_per_sm() { return PrepMmaOutputMma::ctas_per_sm(); }
+    static void split(const GdnParams & p, float * records, float * states, int sabotage) {
+        launch_prep_mma<Pad, false>(p, records, sabotage);
+        launch_chain_regs<Warps>(p, records, states);
+        launch_output<Pad, fusekit_gdn_tc::kS, 1, true, false>(p, records, states);
+    }
+    static void timed(const GdnParams & p, float * records, float * states) { split(p, records, states, 0); }
+};
+using WholeRegs4 = WholeRegsVariant<4>;
+
 // How many prep CTAs share an SM (session 13's first prep pass: one; the blocked solve's version is sized for two).
 template <int Pad> int prep_ctas_per_sm() {
     int ctas = 0;
@@ -337,8 +393,10 @@ int main(int argc, char ** argv) {
     ChainMma::allow();
     ChainRegs2::allow();
     ChainRegs4::allow();
+    ChainPairs2::allow();
     std::printf("step 4a chains (state in registers): 2 warps: %d CTA(s) per SM; 4 warps: %d\n",
                 ChainRegs2::ctas_per_sm(), ChainRegs4::ctas_per_sm());
+    std::printf("step 4b chain (slices on pairs of warps): 2 slices: %d CTA(s) per SM\n", ChainPairs2::ctas_per_sm());
     ChainRounded::allow();
     OutputBatched::allow();
     Output64Columns::allow();
@@ -353,6 +411,7 @@ int main(int argc, char ** argv) {
     PrepMmaRounded::allow();
     PrepRoundOnce::allow();
     PrepRoundedAll::allow();
+    WholeRegs4::allow();
     std::printf("step 3d prep pass: %d CTA(s) per SM; step 3f output passes: 128 columns: %d, 64 columns: %d\n",
                 PrepMma::ctas_per_sm(), OutputMma::ctas_per_sm(), OutputMma64::ctas_per_sm());
     const int prep_ctas = prep_ctas_per_sm<fusekit_gdn_tc::kPadNone>();
@@ -513,6 +572,7 @@ int main(int argc, char ** argv) {
         pass_variant(ChainRounded{}, "chain on mma.sync, its B operands from TF32 copies");
         pass_variant(ChainRegs2{}, "chain with the state in registers, 2 warps of 16 columns a CTA");
         pass_variant(ChainRegs4{}, "chain with the state in registers, 4 warps of 16 columns a CTA");
+        pass_variant(ChainPairs2{}, "chain with each slice on a pair of warps, 2 slices a CTA");
         pass_variant(OutputBatched{}, "output of 128 columns, A in batches of 4");
         pass_variant(Output64Columns{}, "output of 64 columns, A in batches of 4");
         pass_variant(Output32Columns{}, "output of 32 columns, A in batches of 4");
@@ -524,6 +584,7 @@ int main(int argc, char ** argv) {
         pass_variant(PrepMmaRounded{}, "whole, with step 3h's chain and step 3f's output of 128 columns");
         pass_variant(PrepRoundOnce{}, "prep pass alone, TF32-only operands stored rounded");
         pass_variant(PrepRoundedAll{}, "whole, with step 3h's chain and the output of 128 columns reading Qe and QKm as stored");
+        pass_variant(WholeRegs4{}, "whole, with step 4a's chain of 4 warps and step 3f's output of 128 columns");
         CHECK(cudaFree(d_states));
         CHECK(cudaFree(d_records));
         for (const float * d : {p.q, p.k, p.v, p.g, p.beta, p.state}) {

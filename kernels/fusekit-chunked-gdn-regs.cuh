@@ -240,6 +240,169 @@ __global__ void __launch_bounds__(Warps * 32) chunked_gdn_tc_chain_regs(GdnParam
 #endif
 }
 
+// Step 4b (session 39): step 4a with each 16-column slice on a pair of warps. Step 4a's warp runs 256 mma.sync a chunk
+// one after another (session 39 on an H100: about 27 cycles each, with 4 warps on an SM and 256 warps on the GPU at
+// B = 1, under half of its SM sub-partitions). Here warp h (0, 1) of a pair keeps the keys 64 h .. 64 h + 63 of S^T
+// (8 tiles, 32 registers): its share of U^T = U0^T - S0^T W^T is a sum over its 64 keys (warp 0 starts from U0, warp
+// 1 from zero); the pair swaps the two partial sums through shared memory and each adds them, partner's to own, which
+// is the same float either way (addition commutes), so both hold the same U for their halves of
+// S^T <- e^{G_last} S^T + U^T Kend. 128 mma.sync a warp a chunk, two dependent chains of 8, plus one 64-thread
+// barrier; twice the warps. Warp 0 of a pair writes U over U0; the snapshot slots as step 4a's.
+constexpr int kPairKeys = kS / 2;  // keys per warp of a pair
+
+template <int Slices> struct ChainPairsShared {
+    static constexpr int N  = 16 * Slices;  // value columns of the CTA
+    static constexpr int LU = N + 4;
+    static constexpr int LX = N + 1;
+    float w[2][kC * kRegsLW];
+    float kend[2][kC * kRegsLK];
+    float u0[2][kC * LU];
+    float s0[kS * LX];
+    float u[kC * LX];
+    float coef[kC];
+    float partial[Slices][2][kC / 8 * 4 * 32];  // each warp's U fragments, [tile][element][lane]
+};
+
+// Grid (kS / (16 Slices), H_v, B), 64 Slices threads: warps s and s + Slices of CTA x own value columns
+// (x Slices + s) 16 .. + 16, the first keys 0 .. 63, the second 64 .. 127. Writes what step 4a's chain writes.
+template <int Slices>
+__global__ void __launch_bounds__(Slices * 64) chunked_gdn_tc_chain_pairs(GdnParams p, float * records, float * states) {
+    using Shared = ChainPairsShared<Slices>;
+    constexpr int N = Shared::N, LU = Shared::LU, LX = Shared::LX, Tiles = kPairKeys / 8;
+    static_assert(kS % N == 0, "the CTAs' slices cover the value columns");
+    static_assert(Slices <= 15, "one named barrier a pair, ids 1 .. 15");
+    static_assert(sizeof(Shared) <= 232448, "at most 227 KB of shared memory per CTA (sm_80, sm_90)");
+    extern __shared__ __align__(128) unsigned char shared_chain_pairs[];
+    Shared &  sh = *reinterpret_cast<Shared *>(shared_chain_pairs);
+    const int j0 = int(blockIdx.x) * N, h = int(blockIdx.y), b = int(blockIdx.z);
+    const int tid = int(threadIdx.x);
+    const int warp = tid / 32, lane = tid % 32, g = lane / 4, t = lane % 4;
+    const int slice = warp % Slices, half = warp / Slices;
+    const int jw = slice * 16, k0 = half * kPairKeys;  // the warp's first column within N, its first key
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+    const int chunks = (p.T + kC - 1) / kC;
+    auto stage = [&](int c, int buf) {
+        stage_chain_operands<N>(records + record_index(p, b, h, c) * Record::floats, j0, sh.w[buf], kRegsLW, sh.kend[buf],
+                                kRegsLK, sh.u0[buf], LU);
+    };
+    auto pair_barrier = [&] { asm volatile("bar.sync %0, 64;" ::"r"(1 + slice) : "memory"); };
+    stage(0, 0);
+
+    // the warp's half of S^T in C fragments: st[n] holds S[k0 + 8n + 2t (+1)][col], col = j0 + jw + g (+ 8)
+    float         st[Tiles][4];
+    const float * s_in = p.state + (int64_t(b) * p.H_v + h) * kS * kS + int64_t(j0 + jw) * kS + k0;
+#pragma unroll
+    for (int n = 0; n < Tiles; ++n) {
+        st[n][0] = read_input(s_in + g * kS + 8 * n + 2 * t);
+        st[n][1] = read_input(s_in + g * kS + 8 * n + 2 * t + 1);
+        st[n][2] = read_input(s_in + (g + 8) * kS + 8 * n + 2 * t);
+        st[n][3] = read_input(s_in + (g + 8) * kS + 8 * n + 2 * t + 1);
+    }
+    float * mine    = sh.partial[slice][half];
+    float * partner = sh.partial[slice][half ^ 1];
+
+    for (int c = 0; c < chunks; ++c) {
+        const int buf = c % 2;
+        __pipeline_wait_prior(0);
+        __syncthreads();  // chunk c's operands are in; every warp is done with buf ^ 1 and with the partial sums
+        if (c + 1 < chunks) {
+            stage(c + 1, buf ^ 1);
+        }
+        float *        rec = records + record_index(p, b, h, c) * Record::floats;
+        const double * G   = reinterpret_cast<const double *>(rec + Record::G);
+        const int      t0 = c * kC, L = p.T - t0 < kC ? p.T - t0 : kC;
+        const float    decay = rec[Record::eG + L - 1];
+
+        store_fragment_rows(states + record_index(p, b, h, c) * kS * kS + int64_t(k0) * kS + j0 + jw, kS, st);
+
+        // this warp's share of U^T: warp 0 from U0, warp 1 from zero
+        float u[kC / 8][4];
+        if (half == 0) {
+            load_fragment_rows(sh.u0[buf] + jw, LU, u);
+        } else {
+#pragma unroll
+            for (int m = 0; m < kC / 8; ++m) {
+                u[m][0] = u[m][1] = u[m][2] = u[m][3] = 0.0f;
+            }
+        }
+        const float * w = sh.w[buf] + k0;
+#pragma unroll
+        for (int kk = 0; kk < Tiles; ++kk) {
+            const uint32_t a[4] = {__float_as_uint(tf32(-st[kk][0])), __float_as_uint(tf32(-st[kk][2])),
+                                   __float_as_uint(tf32(-st[kk][1])), __float_as_uint(tf32(-st[kk][3]))};
+#pragma unroll
+            for (int m = 0; m < kC / 8; ++m) {
+                const float2   wb    = *reinterpret_cast<const float2 *>(&w[(8 * m + g) * kRegsLW + 8 * kk + 2 * t]);
+                const uint32_t bf[2] = {__float_as_uint(wb.x), __float_as_uint(wb.y)};
+                mma_16x8x8_tf32(u[m], a, bf);
+            }
+        }
+        // swap the partial sums; each adds the partner's to its own (the same float in both warps)
+#pragma unroll
+        for (int m = 0; m < kC / 8; ++m) {
+#pragma unroll
+            for (int e = 0; e < 4; ++e) {
+                mine[(m * 4 + e) * 32 + lane] = u[m][e];
+            }
+        }
+        pair_barrier();
+#pragma unroll
+        for (int m = 0; m < kC / 8; ++m) {
+#pragma unroll
+            for (int e = 0; e < 4; ++e) {
+                u[m][e] += partner[(m * 4 + e) * 32 + lane];
+            }
+        }
+
+        if (half == 0) {
+            store_fragment_rows(rec + Record::U0 + j0 + jw, kS, u);
+        }
+        const bool snapshots = p.T - t0 - p.K < L - 1;
+        if (snapshots) {
+            store_fragment_rows(sh.s0 + k0 * LX + jw, LX, st);
+            if (half == 0) {
+                store_fragment_rows(sh.u + jw, LX, u);
+            }
+            __syncthreads();
+            write_snapshot_rows<N>(p, b, h, j0, t0, L - 1, G, sh.s0, sh.u, LX, sh.coef);
+            __syncthreads();
+        }
+
+#pragma unroll
+        for (int n = 0; n < Tiles; ++n) {
+#pragma unroll
+            for (int e = 0; e < 4; ++e) {
+                st[n][e] *= decay;
+            }
+        }
+        const float * kend = sh.kend[buf] + k0;
+#pragma unroll
+        for (int kk = 0; kk < kC / 8; ++kk) {
+            const uint32_t a[4] = {__float_as_uint(tf32(u[kk][0])), __float_as_uint(tf32(u[kk][2])),
+                                   __float_as_uint(tf32(u[kk][1])), __float_as_uint(tf32(u[kk][3]))};
+#pragma unroll
+            for (int n = 0; n < Tiles; ++n) {
+                const uint32_t bf[2] = {__float_as_uint(kend[(8 * kk + 2 * t) * kRegsLK + 8 * n + g]),
+                                        __float_as_uint(kend[(8 * kk + 2 * t + 1) * kRegsLK + 8 * n + g])};
+                mma_16x8x8_tf32(st[n], a, bf);
+            }
+        }
+
+        if (const int last_slot = p.T - t0 - L; last_slot < p.K) {
+            store_fragment_rows(sh.s0 + k0 * LX + jw, LX, st);
+            __syncthreads();
+            write_state_snapshot<N>(p, b, h, j0, last_slot, sh.s0, LX);
+            __syncthreads();
+        }
+    }
+    __pipeline_wait_prior(0);
+#endif
+}
+
+template <int Slices> inline size_t chain_pairs_shared_bytes() {
+    return sizeof(ChainPairsShared<Slices>);
+}
+
 template <int Warps> inline size_t chain_regs_shared_bytes() {
     return sizeof(ChainRegsShared<Warps>);
 }
