@@ -247,7 +247,10 @@ __global__ void __launch_bounds__(Warps * 32) chunked_gdn_tc_chain_regs(GdnParam
 // 1 from zero); the pair swaps the two partial sums through shared memory and each adds them, partner's to own, which
 // is the same float either way (addition commutes), so both hold the same U for their halves of
 // S^T <- e^{G_last} S^T + U^T Kend. 128 mma.sync a warp a chunk, two dependent chains of 8, plus one 64-thread
-// barrier; twice the warps. Warp 0 of a pair writes U over U0; the snapshot slots as step 4a's.
+// barrier; twice the warps. Warp 0 of a pair writes U over U0; the snapshot slots as step 4a's. Measured in session
+// 39 (H100): 12-21% slower than step 4a, so the chain is not bound by its mma chains (NOTES-chunked-gdn.md, "Step 4b
+// as measured"). It repeats step 4a's code for its own ranges on purpose: both are kept byte for byte as measured (a
+// refactor into shared helpers changed step 4a's machine code), step 4b as that measurement's contrast.
 constexpr int kPairKeys = kS / 2;  // keys per warp of a pair
 
 template <int Slices> struct ChainPairsShared {
