@@ -44,13 +44,24 @@ SESSION_CALLS = [p for p in FIRST_CALLS if "h200_session.sh" in p.read_text()]
 
 
 def test_the_standalone_calls_are_the_ones_without_a_session() -> None:
-    """A call that builds nothing (session 39's issue10-chain-regs.sh: one standalone program) runs without
-    h200_session.sh and writes straight to $OUT; every other first call starts a session."""
+    """A call that builds nothing (standalone.sh: the standalone kernel programs only) runs without h200_session.sh
+    and writes straight to $OUT; issue10-chain-regs.sh (session 39's runs) is standalone.sh for one program. Every
+    other first call starts a session."""
     standalone = {p.name for p in FIRST_CALLS} - {p.name for p in SESSION_CALLS}
-    assert standalone == {"issue10-chain-regs.sh"}
-    for name in standalone:
-        text = (REPO / "scripts" / "device_calls" / name).read_text()
-        assert '--json "$OUT/' in text and "nvidia-smi --query-gpu" in text  # results and clocks both come back
+    assert standalone == {"issue10-chain-regs.sh", "standalone.sh"}
+    calls = REPO / "scripts" / "device_calls"
+    text = (calls / "standalone.sh").read_text()
+    assert '--json "$OUT/' in text and "nvidia-smi --query-gpu" in text  # results and clocks both come back
+    assert "sources.sha256" in text  # what ran, whatever the device's copy of .git says
+    assert "PROGRAMS=chunked_gdn exec bash" in (calls / "issue10-chain-regs.sh").read_text()
+
+
+def test_the_standalone_call_compiles_programs_that_exist() -> None:
+    text = (REPO / "scripts" / "device_calls" / "standalone.sh").read_text()
+    default = re.search(r"PROGRAMS:-([\w ]+)\}", text)
+    assert default is not None
+    for program in default.group(1).split():
+        assert (REPO / "kernels" / f"{program}_check.cu").is_file(), program
 
 
 @pytest.mark.parametrize("script", SESSION_CALLS, ids=lambda p: p.stem)

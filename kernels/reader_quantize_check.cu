@@ -1,0 +1,323 @@
+// Standalone experiment for issue #7 (session 39): can a one-token Q8_0 product quantize its own f32 input, per CTA,
+// instead of reading the q8_1 copy a separate quantize launch made? In the 35B-A3B decode token 40 such launches are
+// left with fusion-1's stack (the shared expert's GLU output, read only by its down product: 2,048 rows of K = 512),
+// 1.3 us each under the profiler (results/h100-2026-12-05-session39-small-grids). Three ways on the same data:
+//   alone     the product reading a q8_1 copy made beforehand: the floor
+//   separate  a quantize launch (ggml's quantize_q8_1: one thread a value, 256 a CTA), then the product: ggml's way
+//   reader    the product alone, each CTA first quantizing the 32-value blocks of x into shared memory
+// Each evaluation is one CUDA graph node per launch, kReps evaluations a graph, replayed (what a captured ggml graph
+// pays); the weight copies rotate over more than the L2.
+//
+//   nvcc -O3 -std=c++17 -arch=sm_90 -Ikernels -o reader_quantize_check kernels/reader_quantize_check.cu
+//   ./reader_quantize_check [--sabotage] [--json FILE] [--once]
+//
+// The product is ggml's one-token MMVQ for Q8_0 (mmvq.cu, ncols_dst = 1): one row a CTA of 4 warps; a thread takes
+// 2 ints (8 values) of a 32-value block, the integer dot product by dp4a, then d_w d_x sumi, its sum over the blocks
+// it visits, the warps' xor butterflies and their sum in warp order. The q8_1 bytes are fusion-1's store_q8_1
+// (fusekit-norm-quantize.cuh), quantize_q8_1's bytes.
+// Checks per shape: each variant's y against float64 of the same quantized data (relative 1e-5); the q8_1 bytes of
+// the separate launch and of the reader's CTA 0 (dumped in the check run) against the host's quantize of x (the
+// butterfly's order of the sum); the reader's y bit for bit the separate one's (the same bytes, the same sums).
+// --sabotage: every product drops its last block, the separate quantize zeroes block 1 and the reader block 0, so
+// every check fails.
+#include "fusekit-norm-quantize.cuh"
+#include "standalone.cuh"
+
+#include <cuda_fp16.h>
+
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <random>
+#include <string>
+#include <vector>
+
+using fusekit_nq::block_q8_1_t;
+
+namespace {
+
+constexpr int kWarps = 4, kThreads = 32 * kWarps, kQuantizeThreads = 256, kMaxBlocks = 64;
+constexpr int kReps = 20, kBatches = 15, kL2Bytes = 64 << 20;  // graphs of 20 evaluations; copies past the 50 MB L2
+
+// ggml's block_q8_0: a half scale, then 32 int8 (34 bytes, 2-byte aligned).
+struct block_q8_0_t {
+    half   d;
+    int8_t qs[32];
+};
+static_assert(sizeof(block_q8_0_t) == 34, "q8_0 block must be 34 bytes like ggml's");
+
+struct Shape {
+    const char * what;
+    int          rows, k;
+};
+constexpr Shape kShapes[] = {
+    {"35B-A3B shared expert down, one token", 2048, 512},
+    {"SmolLM2-135M FFN down, one token", 576, 1536},
+    {"K = 2048, 512 rows", 512, 2048},
+};
+
+// An int of a q8_0 block's quants from two 16-bit loads (the block is only 2-byte aligned), as ggml's get_int_b2.
+__device__ __forceinline__ int q8_0_int(const block_q8_0_t & b, int i) {
+    const uint16_t * q = reinterpret_cast<const uint16_t *>(b.qs);
+    return int(q[2 * i]) | (int(q[2 * i + 1]) << 16);
+}
+
+// ggml's quantize_q8_1 at one token: value i in lane i % 32; past k, 0. wipe_block: a block to zero (-1: none).
+__global__ void __launch_bounds__(kQuantizeThreads)
+    quantize_kernel(const float * x, block_q8_1_t * xq, int k, int wipe_block) {
+    const int i = int(blockIdx.x) * kQuantizeThreads + int(threadIdx.x);
+    fusekit_nq::store_q8_1(xq, i, i < k ? x[i] : 0.0f, i / 32 == wipe_block);
+}
+
+// One row a CTA. Reader: first quantize x into shared memory (warp w takes the blocks w, w + 4, ...), dump CTA 0's
+// copy where asked; else read xq. drop_last: skip the last block (sabotage).
+template <bool Reader>
+__global__ void __launch_bounds__(kThreads) gemv_q8_0(const block_q8_0_t * w, const float * x, const block_q8_1_t * xq,
+                                                      float * y, int k, bool drop_last, int wipe_block,
+                                                      block_q8_1_t * dump) {
+    __shared__ block_q8_1_t xs[kMaxBlocks];
+    __shared__ float        warp_sums[kWarps];
+    const int               tid = int(threadIdx.x), lane = tid % 32, warp = tid / 32;
+    const int               blocks = k / 32, row = int(blockIdx.x);
+    const block_q8_1_t *    xb = xq;
+    if constexpr (Reader) {
+        for (int b = warp; b < blocks; b += kWarps) {
+            fusekit_nq::store_q8_1(xs, 32 * b + lane, x[32 * b + lane], b == wipe_block);
+        }
+        __syncthreads();
+        if (dump != nullptr && row == 0) {
+            for (int i = tid; i < blocks * int(sizeof(block_q8_1_t)) / 4; i += kThreads) {
+                reinterpret_cast<int *>(dump)[i] = reinterpret_cast<const int *>(xs)[i];
+            }
+        }
+        xb = xs;
+    }
+    const block_q8_0_t * wr  = w + int64_t(row) * blocks;
+    const int            iqs = 2 * (tid % 4);  // the thread's first int of its block
+    float                acc = 0.0f;
+    for (int kb = tid / 4; kb < blocks - (drop_last ? 1 : 0); kb += kThreads / 4) {
+        const int * xi   = reinterpret_cast<const int *>(xb[kb].qs);
+        int         sumi = __dp4a(q8_0_int(wr[kb], iqs), xi[iqs], 0);
+        sumi             = __dp4a(q8_0_int(wr[kb], iqs + 1), xi[iqs + 1], sumi);
+        acc += __half2float(wr[kb].d) * __low2float(xb[kb].ds) * float(sumi);
+    }
+#pragma unroll
+    for (int offset = 16; offset > 0; offset >>= 1) {
+        acc += __shfl_xor_sync(0xffffffff, acc, offset, 32);
+    }
+    if (lane == 0) {
+        warp_sums[warp] = acc;
+    }
+    __syncthreads();
+    if (tid == 0) {
+        float sum = 0.0f;
+        for (int i = 0; i < kWarps; ++i) {
+            sum += warp_sums[i];
+        }
+        y[row] = sum;
+    }
+}
+
+// The host's quantize of 32 values: amax, d, q as store_q8_1; the sum in the xor butterfly's order as lane 0 sees it.
+block_q8_1_t host_quantize_block(const float * v) {
+    float amax[32], sum[32];
+    for (int l = 0; l < 32; ++l) {
+        amax[l] = std::fabs(v[l]);
+        sum[l]  = v[l];
+    }
+    for (int offset = 16; offset > 0; offset >>= 1) {
+        float a2[32], s2[32];
+        for (int l = 0; l < 32; ++l) {
+            a2[l] = std::fmax(amax[l], amax[l ^ offset]);
+            s2[l] = sum[l] + sum[l ^ offset];
+        }
+        std::memcpy(amax, a2, sizeof(amax));
+        std::memcpy(sum, s2, sizeof(sum));
+    }
+    block_q8_1_t b;
+    const float  d = amax[0] / 127.0f;
+    for (int l = 0; l < 32; ++l) {
+        b.qs[l] = amax[0] == 0.0f ? 0 : int8_t(std::round(v[l] / d));
+    }
+    b.ds = __halves2half2(__float2half(d), __float2half(sum[0]));
+    return b;
+}
+
+// y_r in float64 from the quantized data: sum over blocks of d_w d_x sum(q_w q_x).
+double reference_row(const block_q8_0_t * wr, const std::vector<block_q8_1_t> & xq, int blocks) {
+    double y = 0.0;
+    for (int b = 0; b < blocks; ++b) {
+        long sumi = 0;
+        for (int l = 0; l < 32; ++l) {
+            sumi += long(wr[b].qs[l]) * long(xq[b].qs[l]);
+        }
+        y += double(__half2float(wr[b].d)) * double(__low2float(xq[b].ds)) * double(sumi);
+    }
+    return y;
+}
+
+double max_rel_err(const std::vector<float> & y, const std::vector<double> & ref) {
+    double num = 0.0, den = 0.0;
+    for (size_t i = 0; i < y.size(); ++i) {
+        num = std::fmax(num, std::fabs(double(y[i]) - ref[i]));
+        den = std::fmax(den, std::fabs(ref[i]));
+    }
+    return den > 0.0 ? num / den : num;
+}
+
+}  // namespace
+
+int main(int argc, char ** argv) {
+    const fusekit_standalone::Options options = fusekit_standalone::parse_options(argc, argv);
+    const bool                        sab     = options.sabotage;
+    cudaDeviceProp                    prop{};
+    CHECK(cudaGetDeviceProperties(&prop, 0));
+    std::printf("device: %s (sm_%d%d, %d SMs)\n", prop.name, prop.major, prop.minor, prop.multiProcessorCount);
+    std::string json = std::string("{\"device\": \"") + prop.name + "\", \"sabotage\": " + (sab ? "true" : "false") +
+                       ", \"reps_per_graph\": " + std::to_string(kReps) + ", \"cases\": [";
+    int checks = 0, failures = 0;
+    std::mt19937 rng(39);
+
+    for (const Shape & s : kShapes) {
+        const int    blocks = s.k / 32, k_padded = int(fusekit_nq::padded_cols(s.k));
+        const size_t wbytes = size_t(s.rows) * blocks * sizeof(block_q8_0_t);
+        const int    copies = int((kL2Bytes + wbytes - 1) / wbytes);
+        if (blocks > kMaxBlocks) {
+            std::fprintf(stderr, "%s: K %d over the %d blocks of shared memory\n", s.what, s.k, kMaxBlocks);
+            return 2;
+        }
+
+        // weights: random quants and scales; x: normal floats
+        std::vector<block_q8_0_t>               w(size_t(s.rows) * blocks);
+        std::uniform_int_distribution<int>      q(-127, 127);
+        std::uniform_real_distribution<float>   scale(0.001f, 0.02f);
+        std::normal_distribution<float>         normal(0.0f, 1.0f);
+        for (block_q8_0_t & b : w) {
+            b.d = __float2half(scale(rng));
+            for (int8_t & v : b.qs) {
+                v = int8_t(q(rng));
+            }
+        }
+        std::vector<float> x(s.k);
+        for (float & v : x) {
+            v = normal(rng);
+        }
+        std::vector<block_q8_1_t> xq_host(blocks);
+        for (int b = 0; b < blocks; ++b) {
+            xq_host[b] = host_quantize_block(&x[32 * b]);
+        }
+        std::vector<double> ref(s.rows);
+        for (int r = 0; r < s.rows; ++r) {
+            ref[r] = reference_row(&w[size_t(r) * blocks], xq_host, blocks);
+        }
+
+        block_q8_0_t * d_w = nullptr;
+        float *        d_x = nullptr;
+        float *        d_y = nullptr;
+        block_q8_1_t * d_xq = nullptr;
+        block_q8_1_t * d_pre = nullptr;  // the copy alone reads (made once, correctly)
+        block_q8_1_t * d_dump = nullptr;
+        CHECK(cudaMalloc(&d_w, wbytes * copies));
+        for (int c = 0; c < copies; ++c) {
+            CHECK(cudaMemcpy(reinterpret_cast<char *>(d_w) + wbytes * c, w.data(), wbytes, cudaMemcpyHostToDevice));
+        }
+        CHECK(cudaMalloc(&d_x, sizeof(float) * s.k));
+        CHECK(cudaMemcpy(d_x, x.data(), sizeof(float) * s.k, cudaMemcpyHostToDevice));
+        CHECK(cudaMalloc(&d_y, sizeof(float) * s.rows));
+        CHECK(cudaMalloc(&d_xq, sizeof(block_q8_1_t) * k_padded / 32));
+        CHECK(cudaMalloc(&d_pre, sizeof(block_q8_1_t) * k_padded / 32));
+        CHECK(cudaMalloc(&d_dump, sizeof(block_q8_1_t) * blocks));
+        CHECK(cudaMemcpy(d_pre, xq_host.data(), sizeof(block_q8_1_t) * blocks, cudaMemcpyHostToDevice));
+
+        const int quantize_ctas = k_padded / kQuantizeThreads;
+        // variant 0 alone, 1 separate, 2 reader; evaluation on weight copy c
+        auto evaluate = [&](int variant, int c, cudaStream_t st, block_q8_1_t * dump) {
+            const block_q8_0_t * wc = reinterpret_cast<const block_q8_0_t *>(reinterpret_cast<const char *>(d_w) + wbytes * c);
+            if (variant == 0) {
+                gemv_q8_0<false><<<s.rows, kThreads, 0, st>>>(wc, nullptr, d_pre, d_y, s.k, sab, -1, nullptr);
+            } else if (variant == 1) {
+                quantize_kernel<<<quantize_ctas, kQuantizeThreads, 0, st>>>(d_x, d_xq, s.k, sab ? 1 : -1);
+                gemv_q8_0<false><<<s.rows, kThreads, 0, st>>>(wc, nullptr, d_xq, d_y, s.k, sab, -1, nullptr);
+            } else {
+                gemv_q8_0<true><<<s.rows, kThreads, 0, st>>>(wc, d_x, nullptr, d_y, s.k, sab, sab ? 0 : -1, dump);
+            }
+        };
+
+        // checks: y of each variant; the separate copy's and the reader's dumped bytes; reader y == separate y
+        std::vector<float> ys[3];
+        for (int v = 0; v < 3; ++v) {
+            CHECK(cudaMemset(d_y, 0xff, sizeof(float) * s.rows));
+            evaluate(v, 0, nullptr, d_dump);
+            CHECK(cudaDeviceSynchronize());
+            ys[v].resize(s.rows);
+            CHECK(cudaMemcpy(ys[v].data(), d_y, sizeof(float) * s.rows, cudaMemcpyDeviceToHost));
+        }
+        double       err[3];
+        bool         ok[3];
+        for (int v = 0; v < 3; ++v) {
+            err[v] = max_rel_err(ys[v], ref);
+            ok[v]  = err[v] < 1e-5;
+        }
+        std::vector<block_q8_1_t> sep_bytes(blocks), reader_bytes(blocks);
+        CHECK(cudaMemcpy(sep_bytes.data(), d_xq, sizeof(block_q8_1_t) * blocks, cudaMemcpyDeviceToHost));
+        CHECK(cudaMemcpy(reader_bytes.data(), d_dump, sizeof(block_q8_1_t) * blocks, cudaMemcpyDeviceToHost));
+        const size_t qbytes   = sizeof(block_q8_1_t) * blocks;
+        const bool   sep_ok   = std::memcmp(sep_bytes.data(), xq_host.data(), qbytes) == 0;
+        const bool   rdr_ok   = std::memcmp(reader_bytes.data(), xq_host.data(), qbytes) == 0;
+        const bool   same_ok  = std::memcmp(ys[1].data(), ys[2].data(), sizeof(float) * s.rows) == 0;
+        const bool   results[] = {ok[0], ok[1], ok[2], sep_ok, rdr_ok, same_ok};
+        for (bool r : results) {
+            ++checks;
+            failures += r ? 0 : 1;
+        }
+
+        // timing: graphs of kReps evaluations, each on the next weight copy
+        double us[3] = {0, 0, 0};
+        cudaStream_t st;
+        CHECK(cudaStreamCreateWithFlags(&st, cudaStreamNonBlocking));
+        for (int v = 0; v < 3; ++v) {
+            const int                    graphs = (copies + kReps - 1) / kReps;
+            std::vector<cudaGraphExec_t> execs(graphs);
+            for (int g = 0; g < graphs; ++g) {
+                cudaGraph_t graph;
+                CHECK(cudaStreamBeginCapture(st, cudaStreamCaptureModeThreadLocal));
+                for (int r = 0; r < kReps; ++r) {
+                    evaluate(v, (g * kReps + r) % copies, st, nullptr);
+                }
+                CHECK(cudaStreamEndCapture(st, &graph));
+                CHECK(cudaGraphInstantiate(&execs[g], graph, 0));
+                CHECK(cudaGraphDestroy(graph));
+            }
+            const double per_graph = fusekit_standalone::median_launch_us(
+                [&](int i) { CHECK(cudaGraphLaunch(execs[i % graphs], st)); }, 2 * graphs, 2 * graphs, kBatches);
+            us[v] = per_graph / kReps;
+            for (cudaGraphExec_t e : execs) {
+                CHECK(cudaGraphExecDestroy(e));
+            }
+        }
+        CHECK(cudaStreamDestroy(st));
+
+        std::printf("%-40s %5d x %-5d alone %s (%.1e) %.2f us  separate %s (%.1e) %.2f us  reader %s (%.1e) %.2f us  "
+                    "q8_1 bytes: separate %s, reader %s; reader y = separate y: %s\n",
+                    s.what, s.rows, s.k, ok[0] ? "ok" : "FAIL", err[0], us[0], ok[1] ? "ok" : "FAIL", err[1], us[1],
+                    ok[2] ? "ok" : "FAIL", err[2], us[2], sep_ok ? "ok" : "FAIL", rdr_ok ? "ok" : "FAIL",
+                    same_ok ? "ok" : "FAIL");
+        char row[1024];
+        std::snprintf(row, sizeof(row),
+                      "%s{\"what\": \"%s\", \"rows\": %d, \"k\": %d, \"weight_copies\": %d, \"tolerance\": 1e-5, "
+                      "\"alone\": {\"err\": %.3e, \"ok\": %s, \"us\": %.3f}, "
+                      "\"separate\": {\"err\": %.3e, \"ok\": %s, \"us\": %.3f, \"bytes_ok\": %s}, "
+                      "\"reader\": {\"err\": %.3e, \"ok\": %s, \"us\": %.3f, \"bytes_ok\": %s, \"same_y_as_separate\": %s}}",
+                      &s == kShapes ? "" : ", ", s.what, s.rows, s.k, copies, err[0], ok[0] ? "true" : "false", us[0],
+                      err[1], ok[1] ? "true" : "false", us[1], sep_ok ? "true" : "false", err[2],
+                      ok[2] ? "true" : "false", us[2], rdr_ok ? "true" : "false", same_ok ? "true" : "false");
+        json += row;
+
+        for (void * p : {static_cast<void *>(d_w), static_cast<void *>(d_x), static_cast<void *>(d_y),
+                         static_cast<void *>(d_xq), static_cast<void *>(d_pre), static_cast<void *>(d_dump)}) {
+            CHECK(cudaFree(p));
+        }
+    }
+    json += "], \"checks\": " + std::to_string(checks) + ", \"failures\": " + std::to_string(failures) + "}\n";
+    return fusekit_standalone::finish(options, json, checks, failures);
+}
