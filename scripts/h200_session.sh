@@ -206,34 +206,6 @@ on_gpu() {  # on_gpu N STEP: run STEP on GPU N with half of the cores (one chain
   echo "== $(date -u +%H:%M:%S) $step done"
 }
 
-# fusion-4's passes once each (the program's --once, first case) under Nsight Compute, where the host has it: speed of
-# light, occupancy, warp stalls and shared-memory bank conflicts of step 2b (unpadded rows) against step 2c (padded),
-# as CSV in results/ncu-chunked-gdn.csv (NCU=path overrides the search; a missing ncu or a refused counter access is
-# logged and skipped)
-ncu_chunked_gdn() {
-  local program=$1 ncu=${NCU:-}
-  [[ -n $ncu ]] || ncu=$(ls /opt/nvidia/nsight-compute/*/ncu /usr/local/cuda/bin/ncu 2>/dev/null | tail -n 1 || true)
-  if [[ ! -x "$ncu" ]]; then echo "ncu: not found on this host" | tee "$B/logs/ncu-chunked-gdn.log"; return 0; fi
-  local metrics=l1tex__data_bank_conflicts_pipe_lsu_mem_shared_op_ld.sum,l1tex__data_bank_conflicts_pipe_lsu_mem_shared_op_st.sum
-  metrics+=,smsp__inst_executed_op_shared_ld.sum,smsp__inst_executed_op_shared_st.sum
-  # --clock-control none: ncu's default locks the SM clock to base while it profiles, and we never change clocks
-  timeout "${NCU_TIMEOUT:-420}" "$ncu" --clock-control none -f -o /tmp/ncu-chunked-gdn -k regex:chunked_gdn_tc_ --section SpeedOfLight --section Occupancy \
-    --section WarpStateStats --section LaunchStats --section SourceCounters --metrics "$metrics" "$program" --once \
-    >"$B/logs/ncu-chunked-gdn.log" 2>&1 || { tail -n 5 "$B/logs/ncu-chunked-gdn.log"; return 0; }
-  "$ncu" --import /tmp/ncu-chunked-gdn.ncu-rep --csv --page details >"$B/results/ncu-chunked-gdn.csv" 2>>"$B/logs/ncu-chunked-gdn.log" \
-    || tail -n 5 "$B/logs/ncu-chunked-gdn.log"
-  # every metric (the warp stall reasons are only here), and the chain's and prep's SASS with stall samples per instruction
-  # (after session 15's step 2d: the chain's 10 us per chunk is neither issue- nor occupancy-bound; where does it wait?)
-  "$ncu" --import /tmp/ncu-chunked-gdn.ncu-rep --csv --page raw >"$B/results/ncu-chunked-gdn-raw.csv" \
-    2>>"$B/logs/ncu-chunked-gdn.log" || tail -n 5 "$B/logs/ncu-chunked-gdn.log"
-  # (xz through Python's lzma, about 4x smaller than gzip for these listings: the device tool carries at most 64 MiB
-  # with the repository; one SASS listing per profiled launch; after session 17 the prep pass, now the largest of the three, and
-  # the output passes of step 3c; after session 18 the chains too: step 2c's held its state tiles in local memory)
-  "$ncu" --import /tmp/ncu-chunked-gdn.ncu-rep --csv --page source --print-source sass -k regex:'chunked_gdn_tc_(prep|output|chain)' \
-    2>>"$B/logs/ncu-chunked-gdn.log" | python3 -c 'import lzma, shutil, sys; out = lzma.open(sys.stdout.buffer, "wb", preset=6); shutil.copyfileobj(sys.stdin.buffer, out); out.close()' \
-    >"$B/results/ncu-chunked-gdn-sass.csv.xz" || tail -n 5 "$B/logs/ncu-chunked-gdn.log"
-}
-
 # One kernel of a 16-token decode on the 35B preset under Nsight Compute, for SPEC (an arm: under its environment):
 # NCU_KERNEL (a regex, default flash attention), NCU_LAUNCH_COUNT launches after NCU_LAUNCH_SKIP, with the traffic
 # metrics of scripts/ncu_raw_table.py --traffic. --cache-control none: L2 keeps what the kernels before left (the
@@ -533,15 +505,7 @@ PY
     programs=${KERNEL_PROGRAMS:-chunked_gdn conv_window glu_handoff}
     [[ $programs != none ]] || programs=""
     for program in $programs; do
-      name=${program//_/-}
-      nvcc -O3 -std=c++17 -arch=sm_90 -lineinfo -I"$REPO/kernels" -o "$B/bin/${program}_check" "$REPO/kernels/${program}_check.cu" \
-        >"$B/logs/nvcc-$name.log" 2>&1 || { tail -n 20 "$B/logs/nvcc-$name.log"; continue; }
-      # each run at most KERNEL_TIMEOUT seconds (300): the session waits for this step after the builds, so a kernel
-      # that hangs on its first GPU run must not hold the session's steps back
-      timeout "${KERNEL_TIMEOUT:-300}" "$B/bin/${program}_check" --json "$B/results/$name-standalone.json" 2>&1 \
-        | tee "$B/logs/$name.log" || true
-      timeout "${KERNEL_TIMEOUT:-300}" "$B/bin/${program}_check" --sabotage --json "$B/results/$name-standalone-sabotage.json" \
-        2>&1 | tail -n 2 | tee "$B/logs/$name-sabotage.log" || true
+      standalone_program "$program" || continue
       # KERNELS_NCU=0: no Nsight Compute pass over the program (up to NCU_TIMEOUT, 420 s, beside the builds)
       if [[ $program == chunked_gdn && ${KERNELS_NCU:-1} != 0 ]]; then ncu_chunked_gdn "$B/bin/${program}_check"; fi
     done

@@ -105,6 +105,48 @@ session_profile() {  # session_profile SPEC MODEL: fusekit profile records stock
   smi "profile $variant"
 }
 
+standalone_program() {  # standalone_program NAME: kernels/NAME_check.cu compiled into $B/bin, run, then run under
+  # --sabotage (every check must fail): results/<name>-standalone(-sabotage).json and logs/. Each run at most
+  # KERNEL_TIMEOUT seconds (300): a session waits for its kernels step after the builds, so a kernel that hangs on its
+  # first GPU run must not hold the session's steps back. Returns 1 when the program does not compile.
+  local program=$1 name=${1//_/-}
+  nvcc -O3 -std=c++17 -arch=sm_90 -lineinfo -I"$REPO/kernels" -o "$B/bin/${program}_check" "$REPO/kernels/${program}_check.cu" \
+    >"$B/logs/nvcc-$name.log" 2>&1 || { tail -n 20 "$B/logs/nvcc-$name.log"; return 1; }
+  timeout "${KERNEL_TIMEOUT:-300}" "$B/bin/${program}_check" --json "$B/results/$name-standalone.json" 2>&1 \
+    | tee "$B/logs/$name.log" || true
+  timeout "${KERNEL_TIMEOUT:-300}" "$B/bin/${program}_check" --sabotage --json "$B/results/$name-standalone-sabotage.json" \
+    2>&1 | tail -n 2 | tee "$B/logs/$name-sabotage.log" || true
+}
+
+# fusion-4's kernels once each (the program's --once, first case) under Nsight Compute, where the host has it: speed
+# of light, occupancy, warp stalls, memory traffic and shared-memory bank conflicts of the kernels matching KERNELS
+# (a regex, default every chunked_gdn_tc_ kernel; session 39's question, where step 4a's and 4b's chains spend a chunk,
+# passes 'chunked_gdn_tc_chain_(regs|pairs)'), as CSV in results/ncu-chunked-gdn*.csv (NCU=path overrides the search;
+# a missing ncu or a refused counter access is logged and skipped)
+ncu_chunked_gdn() {  # ncu_chunked_gdn PROGRAM [KERNELS]
+  local program=$1 kernels=${2:-chunked_gdn_tc_} ncu=${NCU:-}
+  [[ -n $ncu ]] || ncu=$(ls /opt/nvidia/nsight-compute/*/ncu /usr/local/cuda/bin/ncu 2>/dev/null | tail -n 1 || true)
+  if [[ ! -x "$ncu" ]]; then echo "ncu: not found on this host" | tee "$B/logs/ncu-chunked-gdn.log"; return 0; fi
+  local metrics=l1tex__data_bank_conflicts_pipe_lsu_mem_shared_op_ld.sum,l1tex__data_bank_conflicts_pipe_lsu_mem_shared_op_st.sum
+  metrics+=,smsp__inst_executed_op_shared_ld.sum,smsp__inst_executed_op_shared_st.sum
+  # --clock-control none: ncu's default locks the SM clock to base while it profiles, and we never change clocks
+  timeout "${NCU_TIMEOUT:-420}" "$ncu" --clock-control none -f -o /tmp/ncu-chunked-gdn -k regex:"$kernels" --section SpeedOfLight \
+    --section Occupancy --section WarpStateStats --section LaunchStats --section MemoryWorkloadAnalysis --section SourceCounters \
+    --metrics "$metrics" "$program" --once >"$B/logs/ncu-chunked-gdn.log" 2>&1 || { tail -n 5 "$B/logs/ncu-chunked-gdn.log"; return 0; }
+  "$ncu" --import /tmp/ncu-chunked-gdn.ncu-rep --csv --page details >"$B/results/ncu-chunked-gdn.csv" 2>>"$B/logs/ncu-chunked-gdn.log" \
+    || tail -n 5 "$B/logs/ncu-chunked-gdn.log"
+  # every metric (the warp stall reasons are only here), and the SASS with stall samples per instruction (after
+  # session 15's step 2d: the chain's 10 us per chunk is neither issue- nor occupancy-bound; where does it wait?)
+  "$ncu" --import /tmp/ncu-chunked-gdn.ncu-rep --csv --page raw >"$B/results/ncu-chunked-gdn-raw.csv" \
+    2>>"$B/logs/ncu-chunked-gdn.log" || tail -n 5 "$B/logs/ncu-chunked-gdn.log"
+  # (xz through Python's lzma, about 4x smaller than gzip for these listings: the device tool carries at most 64 MiB
+  # with the repository; one SASS listing per profiled launch; after session 17 the prep pass, now the largest of the
+  # three, and the output passes of step 3c; after session 18 the chains too: step 2c's held its state tiles in local memory)
+  "$ncu" --import /tmp/ncu-chunked-gdn.ncu-rep --csv --page source --print-source sass -k regex:'chunked_gdn_tc_(prep|output|chain)' \
+    2>>"$B/logs/ncu-chunked-gdn.log" | python3 -c 'import lzma, shutil, sys; out = lzma.open(sys.stdout.buffer, "wb", preset=6); shutil.copyfileobj(sys.stdin.buffer, out); out.close()' \
+    >"$B/results/ncu-chunked-gdn-sass.csv.xz" || tail -n 5 "$B/logs/ncu-chunked-gdn.log"
+}
+
 session_pack() {  # session_pack OUTDIR: the batch folder's results and logs, without traces, models or binaries
   local outdir=${1:?output folder} rc=0
   tar -czf "$outdir/batch-$(date -u +%H%M%S).tgz" -C "$B" --exclude='traces' --exclude='*.sqlite' \

@@ -5,8 +5,10 @@ exist, or its first call on a fresh machine would lose the build time."""
 from __future__ import annotations
 
 import re
+import os
 import shutil
 import subprocess
+import tarfile
 import tomllib
 from pathlib import Path
 
@@ -44,16 +46,66 @@ SESSION_CALLS = [p for p in FIRST_CALLS if "h200_session.sh" in p.read_text()]
 
 
 def test_the_standalone_calls_are_the_ones_without_a_session() -> None:
-    """A call that builds nothing (standalone.sh: the standalone kernel programs only) runs without h200_session.sh
-    and writes straight to $OUT; issue10-chain-regs.sh (session 39's runs) is standalone.sh for one program. Every
-    other first call starts a session."""
+    """A call that builds nothing (standalone.sh: the standalone kernel programs only) runs without h200_session.sh;
+    issue10-chain-regs.sh (session 39's runs) is standalone.sh for one program. Every other first call starts a
+    session."""
     standalone = {p.name for p in FIRST_CALLS} - {p.name for p in SESSION_CALLS}
     assert standalone == {"issue10-chain-regs.sh", "standalone.sh"}
     calls = REPO / "scripts" / "device_calls"
-    text = (calls / "standalone.sh").read_text()
-    assert '--json "$OUT/' in text and "nvidia-smi --query-gpu" in text  # results and clocks both come back
-    assert "sources.sha256" in text  # what ran, whatever the device's copy of .git says
     assert "PROGRAMS=chunked_gdn exec bash" in (calls / "issue10-chain-regs.sh").read_text()
+
+
+def _stub(folder: Path, name: str, body: str) -> None:
+    folder.mkdir(exist_ok=True)
+    (folder / name).write_text(f"#!/usr/bin/env bash\n{body}")
+    (folder / name).chmod(0o755)
+
+
+def test_the_standalone_call_packs_each_programs_results_and_skips_one_that_does_not_compile(tmp_path: Path) -> None:
+    """standalone.sh runs each program as the session's kernels step does (host_env.sh's standalone_program), packs
+    results and logs but no binaries (nor an earlier call's files) into $OUT, says what sources ran, goes on past a program that does not compile,
+    and with NCU_CHAIN=1 profiles only the two chains."""
+    stub, out, record = tmp_path / "stub", tmp_path / "out", tmp_path / "ncu-calls.txt"
+    # the "program": writes its --json file; nvcc "compiles" chunked_gdn and fails on reader_quantize
+    program = 'json=""; while (($#)); do [[ $1 == --json ]] && json=$2; shift; done; echo "{}" >"$json"\n'
+    _stub(
+        stub,
+        "nvcc",
+        'out=$(sed -n "s/.*-o \\([^ ]*\\).*/\\1/p" <<<"$*")\n'
+        'if [[ $* == *reader_quantize* ]]; then echo "error: no" >&2; exit 1; fi\n'
+        f"cat >\"$out\" <<'PROGRAM'\n#!/usr/bin/env bash\n{program}PROGRAM\n"
+        'chmod +x "$out"\n',
+    )
+    _stub(stub, "ncu", f'echo "$*" >>"{record}"\n')
+    out.mkdir()
+    (tmp_path / "batch" / "results").mkdir(parents=True)
+    (tmp_path / "batch" / "results" / "stale-standalone.json").write_text("{}")  # an earlier call on a warm machine
+    env = {
+        **os.environ,
+        "OUT": str(out),
+        "STANDALONE_BATCH": str(tmp_path / "batch"),
+        "FUSEKIT_HOME": str(tmp_path / "home"),
+        "NCU": str(stub / "ncu"),
+        "NCU_CHAIN": "1",
+        "PATH": f"{stub}:{os.environ['PATH']}",
+    }
+    done = subprocess.run(
+        ["bash", str(REPO / "scripts" / "device_calls" / "standalone.sh")], capture_output=True, text=True, env=env
+    )
+    assert done.returncode == 0, done.stderr
+    (packed,) = out.glob("batch-*.tgz")
+    with tarfile.open(packed) as tar:
+        names = {Path(n).as_posix().removeprefix("./") for n in tar.getnames()}
+    assert {
+        "results/chunked-gdn-standalone.json",
+        "results/chunked-gdn-standalone-sabotage.json",
+        "results/sources.sha256",
+        "logs/nvcc-reader-quantize.log",
+    } <= names
+    assert "results/reader-quantize-standalone.json" not in names and "results/stale-standalone.json" not in names
+    assert not [n for n in names if n.startswith("bin")]
+    assert "kernels/reader_quantize_check.cu" in (tmp_path / "batch" / "results" / "sources.sha256").read_text()
+    assert "regex:chunked_gdn_tc_chain_(regs|pairs)" in record.read_text().split("\n")[0]
 
 
 def test_the_standalone_call_compiles_programs_that_exist() -> None:
