@@ -19,6 +19,7 @@
 // --sabotage: every GEMV drops its last k term and every block is zeroed: every check must fail.
 #include "fusekit-gdn-chains.cuh"  // butterfly32: the xor butterfly's sum as lane 0 sees it
 #include "fusekit-norm-quantize.cuh"
+#include "q8-1-host.cuh"  // quantize_block: the host's quantize_q8_1
 #include "standalone.cuh"
 
 #include <cooperative_groups.h>
@@ -260,22 +261,6 @@ const Variant kVariants[] = {
     { "wide: one CTA per 32 rows", 32, 1, true, eval_wide<32>, always },
 };
 
-// The host's quantize_q8_1 of 32 floats, as store_q8_1 computes it: amax (order-free), the sum lane 0 ends with after
-// the xor butterfly (16, 8, 4, 2, 1), d = amax / 127, q = roundf(x / d), ds = (half(d), half(sum)).
-block_q8_1_t quantize_host(const float * v) {
-    float amax = 0.0f;
-    for (int l = 0; l < 32; ++l) {
-        amax = std::fmax(amax, std::fabs(v[l]));
-    }
-    const float  d = amax / 127.0f;
-    block_q8_1_t b;
-    for (int l = 0; l < 32; ++l) {
-        b.qs[l] = amax == 0.0f ? 0 : int8_t(std::roundf(v[l] / d));
-    }
-    b.ds = make_half2(__float2half(d), __float2half(fusekit_gdn::butterfly32(v)));
-    return b;
-}
-
 // A JSON number: %.6g, or null where it is not finite (a NaN output must not break the file).
 std::string json_number(double v) {
     if (!std::isfinite(v)) {
@@ -418,7 +403,7 @@ int main(int argc, char ** argv) {
         const bool ok_y = err <= kTol;
         int        bad_blocks = 0;
         for (int g = 0; v.quantizes && g < kRows / kGroup; ++g) {
-            const block_q8_1_t want = quantize_host(&y[size_t(g) * kGroup]);
+            const block_q8_1_t want = fusekit_q8_host::quantize_block(&y[size_t(g) * kGroup]);
             bad_blocks += std::memcmp(&want, &q[g], sizeof(block_q8_1_t)) != 0;
         }
         const bool ok_q = bad_blocks == 0;

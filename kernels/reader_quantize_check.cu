@@ -21,6 +21,7 @@
 // --sabotage: every product drops its last block, the separate quantize zeroes block 1 and the reader block 0, so
 // every check fails.
 #include "fusekit-norm-quantize.cuh"
+#include "q8-1-host.cuh"  // quantize_block: the host's quantize_q8_1
 #include "standalone.cuh"
 
 #include <cuda_fp16.h>
@@ -118,31 +119,6 @@ __global__ void __launch_bounds__(kThreads) gemv_q8_0(const block_q8_0_t * w, co
     }
 }
 
-// The host's quantize of 32 values: amax, d, q as store_q8_1; the sum in the xor butterfly's order as lane 0 sees it.
-block_q8_1_t host_quantize_block(const float * v) {
-    float amax[32], sum[32];
-    for (int l = 0; l < 32; ++l) {
-        amax[l] = std::fabs(v[l]);
-        sum[l]  = v[l];
-    }
-    for (int offset = 16; offset > 0; offset >>= 1) {
-        float a2[32], s2[32];
-        for (int l = 0; l < 32; ++l) {
-            a2[l] = std::fmax(amax[l], amax[l ^ offset]);
-            s2[l] = sum[l] + sum[l ^ offset];
-        }
-        std::memcpy(amax, a2, sizeof(amax));
-        std::memcpy(sum, s2, sizeof(sum));
-    }
-    block_q8_1_t b;
-    const float  d = amax[0] / 127.0f;
-    for (int l = 0; l < 32; ++l) {
-        b.qs[l] = amax[0] == 0.0f ? 0 : int8_t(std::round(v[l] / d));
-    }
-    b.ds = __halves2half2(__float2half(d), __float2half(sum[0]));
-    return b;
-}
-
 // y_r in float64 from the quantized data: sum over blocks of d_w d_x sum(q_w q_x).
 double reference_row(const block_q8_0_t * wr, const std::vector<block_q8_1_t> & xq, int blocks) {
     double y = 0.0;
@@ -204,7 +180,7 @@ int main(int argc, char ** argv) {
         }
         std::vector<block_q8_1_t> xq_host(blocks);
         for (int b = 0; b < blocks; ++b) {
-            xq_host[b] = host_quantize_block(&x[32 * b]);
+            xq_host[b] = fusekit_q8_host::quantize_block(&x[32 * b]);
         }
         std::vector<double> ref(s.rows);
         for (int r = 0; r < s.rows; ++r) {
