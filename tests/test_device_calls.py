@@ -4,8 +4,8 @@ exist, or its first call on a fresh machine would lose the build time."""
 
 from __future__ import annotations
 
-import re
 import os
+import re
 import shutil
 import subprocess
 import tarfile
@@ -63,8 +63,8 @@ def _stub(folder: Path, name: str, body: str) -> None:
 
 def test_the_standalone_call_packs_each_programs_results_and_skips_one_that_does_not_compile(tmp_path: Path) -> None:
     """standalone.sh runs each program as the session's kernels step does (host_env.sh's standalone_program), packs
-    results and logs but no binaries (nor an earlier call's files) into $OUT, says what sources ran, goes on past a program that does not compile,
-    and with NCU_CHAIN=1 profiles only the two chains."""
+    results and logs but no binaries (nor an earlier call's files) into $OUT, says what sources ran, goes on past a
+    program that does not compile, and with NCU_CHAIN=1 profiles only the two chains."""
     stub, out, record = tmp_path / "stub", tmp_path / "out", tmp_path / "ncu-calls.txt"
     # the "program": writes its --json file; nvcc "compiles" chunked_gdn and fails on reader_quantize
     program = 'json=""; while (($#)); do [[ $1 == --json ]] && json=$2; shift; done; echo "{}" >"$json"\n'
