@@ -1,0 +1,147 @@
+#!/usr/bin/env python3
+"""Where a kernel's instructions go, from the SASS listing Nsight Compute exports with its per-instruction counters.
+
+Reads `ncu --import R --csv --page source --print-source sass` (plain or .xz/.gz): one section per profiled launch, a
+`"Kernel Name"` line, a header row and one row per SASS instruction with "Instructions Executed" (warp-level) and
+"Warp Stall Sampling (All Samples)". For each launch it prints the warp instructions by opcode (the part before the
+first dot, predicates dropped) and by *execution count*: instructions executed equally often form one loop level
+(e.g. a chunk loop's body, or a copy loop nested in it), so a level with few lines and a high count is a hot inner
+loop. `--launch N` picks one launch (default: every one); `--json F` writes the records.
+
+    python3 scripts/ncu_sass_mix.py results/<s>/ncu-chunked-gdn-sass.csv.xz [--launch 0] [--top 10] [--json out.json]
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import gzip
+import json
+import lzma
+import sys
+from collections import Counter, defaultdict
+from pathlib import Path
+
+EXECUTED = "Instructions Executed"
+SAMPLES = "Warp Stall Sampling (All Samples)"
+
+
+class SassPageError(ValueError):
+    """The file is not an ncu source page with SASS and per-instruction counters."""
+
+
+def read_text(path: Path) -> str:
+    """The export's text, decompressed by suffix."""
+    data = path.read_bytes()
+    if path.suffix == ".xz":
+        data = lzma.decompress(data)
+    elif path.suffix == ".gz":
+        data = gzip.decompress(data)
+    return data.decode("utf-8")
+
+
+def split_launches(text: str) -> list[tuple[str, list[list[str]]]]:
+    """(kernel name, rows with the header first) per profiled launch, in the export's order."""
+    launches: list[tuple[str, list[str]]] = []
+    for line in text.splitlines():
+        if line.startswith('"Kernel Name"'):
+            launches.append((next(csv.reader([line]))[1], []))
+        elif launches and line.strip():
+            launches[-1][1].append(line)
+    if not launches:
+        raise SassPageError("no '\"Kernel Name\"' section: not an ncu --page source export")
+    return [(name, list(csv.reader(lines))) for name, lines in launches]
+
+
+def opcode(source: str) -> str:
+    """The opcode of one SASS line without its predicate and modifiers ('@!P0 IMAD.IADD R1, ...' -> 'IMAD')."""
+    words = source.split()
+    if words and words[0].startswith("@"):
+        words = words[1:]
+    return words[0].split(".")[0] if words else "?"
+
+
+def launch_mix(name: str, rows: list[list[str]], top: int) -> dict[str, object]:
+    """One launch's instructions by opcode and by loop level (lines executed equally often)."""
+    if not rows or EXECUTED not in rows[0] or "Source" not in rows[0]:
+        raise SassPageError(f"{name}: no '{EXECUTED}' and 'Source' columns (export with --print-source sass)")
+    header = rows[0]
+    i_exec, i_src = header.index(EXECUTED), header.index("Source")
+    i_samples = header.index(SAMPLES) if SAMPLES in header else None
+    by_opcode: Counter[str] = Counter()
+    samples: Counter[str] = Counter()
+    levels: dict[int, Counter[str]] = defaultdict(Counter)
+    for row in rows[1:]:
+        if len(row) <= max(i_exec, i_src):
+            continue
+        executed = int(row[i_exec].replace(",", "") or 0)
+        op = opcode(row[i_src])
+        by_opcode[op] += executed
+        levels[executed][op] += 1
+        if i_samples is not None:
+            samples[op] += int(row[i_samples].replace(",", "") or 0)
+    total = sum(by_opcode.values())
+    if total == 0:
+        raise SassPageError(f"{name}: no instruction executed (a launch under --once with counters off?)")
+    level_records = [
+        {
+            "executed_per_line": count,
+            "lines": sum(ops.values()),
+            "warp_instructions": count * sum(ops.values()),
+            "share": round(count * sum(ops.values()) / total, 4),
+            "opcodes": dict(ops.most_common(top)),
+        }
+        for count, ops in levels.items()
+        if count > 0
+    ]
+    level_records.sort(key=lambda r: -int(r["warp_instructions"]))
+    return {
+        "kernel": name,
+        "warp_instructions": total,
+        "opcodes": [
+            {"opcode": op, "warp_instructions": n, "share": round(n / total, 4), "stall_samples": samples[op]}
+            for op, n in by_opcode.most_common(top)
+        ],
+        "levels": level_records[:top],
+    }
+
+
+def markdown(record: dict[str, object]) -> str:
+    """One launch's record as two Markdown tables."""
+    lines = [f"**{record['kernel']}**: {record['warp_instructions']:,} warp instructions", ""]
+    lines += ["| opcode | warp instructions | share | stall samples |", "|---|---:|---:|---:|"]
+    for r in record["opcodes"]:  # type: ignore[union-attr]
+        lines.append(f"| {r['opcode']} | {r['warp_instructions']:,} | {r['share']:.1%} | {r['stall_samples']} |")
+    lines += ["", "| executed per line | lines | warp instructions | share | most lines |", "|---:|---:|---:|---:|---|"]
+    for r in record["levels"]:  # type: ignore[union-attr]
+        ops = ", ".join(f"{op} {n}" for op, n in list(r["opcodes"].items())[:6])
+        lines.append(
+            f"| {r['executed_per_line']:,} | {r['lines']} | {r['warp_instructions']:,} | {r['share']:.1%} | {ops} |"
+        )
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("sass", type=Path, help="ncu --csv --page source --print-source sass (.csv, .gz or .xz)")
+    parser.add_argument("--launch", type=int, help="only this launch (0 = the first profiled)")
+    parser.add_argument("--top", type=int, default=10, help="opcodes and loop levels listed (default 10)")
+    parser.add_argument("--json", type=Path, help="also write the records as JSON here")
+    args = parser.parse_args(argv)
+    try:
+        launches = split_launches(read_text(args.sass))
+        if args.launch is not None and not 0 <= args.launch < len(launches):
+            raise SassPageError(f"launch {args.launch} asked, the export has {len(launches)}")
+        chosen = range(len(launches)) if args.launch is None else [args.launch]
+        records = [{"launch": i, **launch_mix(*launches[i], args.top)} for i in chosen]
+    except (OSError, ValueError, lzma.LZMAError) as err:  # ValueError: SassPageError, bad numbers, bad text
+        print(f"ncu_sass_mix: {args.sass}: {err}", file=sys.stderr)
+        return 1
+    print("\n\n".join(f"launch {r['launch']}: " + markdown(r) for r in records))
+    if args.json:
+        args.json.write_text(json.dumps({"source": str(args.sass), "launches": records}, indent=1) + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
