@@ -122,7 +122,8 @@ def _three_pass_columns(label: str, entries: dict[str, dict[str, Any]]) -> tuple
 # (column label, the keys of its time (the first one an entry has), caption). Step 2d replaces the chain ("... (step
 # 2d, chain of 16 warps)"), step 3c and step 3f (on mma.sync) the output pass, step 3e the chain (on mma.sync), step
 # 3h the chain (on mma.sync, B operands from TF32 copies), step 3d the prep pass (timed alone, or whole with the chain
-# and the output pass its row names), step 3i the same with the record's Qe and QKm in TF32.
+# and the output pass its row names), step 3i the same with the record's Qe and QKm in TF32; steps 4a-4d (sessions
+# 38-40) the chain with the state in registers and its variants, timed alone or whole.
 PASS_VARIANTS = {
     " (step 2d, ": (
         "step 2d chain",
@@ -170,6 +171,31 @@ PASS_VARIANTS = {
         "record's Qe and QKm), then a chain and step 3f's output pass reading them without rounding, checked whole; "
         "timed as its column says: the prep pass alone (compare with step 3d's), or all three passes with the chain "
         "the column names (compare with step 3d whole)",
+    ),
+    " (step 4a, ": (
+        "step 4a",
+        ("chain_median_us", "median_us"),
+        "step 4a: the chain with the state in registers (warps of 16 value columns), checked whole between step 2c's "
+        "prep and output passes and its chain timed alone (compare with step 3e's chain), or whole with step 3d's "
+        "prep pass and step 3f's output pass (compare with step 3d whole)",
+    ),
+    " (step 4b, ": (
+        "step 4b chain",
+        ("chain_median_us",),
+        "step 4b: step 4a's chain with each 16-column slice on a pair of warps, checked whole, its chain timed alone "
+        "(compare with step 4a's chain)",
+    ),
+    " (step 4c, ": (
+        "step 4c",
+        ("chain_median_us", "median_us"),
+        "step 4c: step 4a's chain with its staging copies and its stores at compile-time offsets (the same "
+        "arithmetic), timed as step 4a is (compare with step 4a)",
+    ),
+    " (step 4d, ": (
+        "step 4d",
+        ("chain_median_us", "median_us"),
+        "step 4d: step 4c's chain with its copies and stores spread through its two products, timed as step 4a is "
+        "(compare with step 4c)",
     ),
 }
 

@@ -26,6 +26,7 @@
 #include "fusekit-chunked-gdn.cuh"
 #include "fusekit-chunked-gdn-tc.cuh"
 #include "fusekit-chunked-gdn-regs.cuh"  // step 4a
+#include "fusekit-chunked-gdn-lean.cuh"  // step 4c
 #include "standalone.cuh"
 
 #include <algorithm>
@@ -202,6 +203,51 @@ template <int Warps> struct ChainRegsVariant {
 using ChainRegs2 = ChainRegsVariant<2>;  // 32 columns a CTA: 128 CTAs for 32 heads
 using ChainRegs4 = ChainRegsVariant<4>;  // 64 columns a CTA: 64 CTAs
 
+// Step 4c: step 4a's chain with its staging and stores at compile-time offsets (the same arithmetic, the same bits);
+// step 4d (Spread): step 4c with its copies and stores spread through the two products.
+template <int Warps, bool Spread> auto chain_lean_kernel() {
+    if constexpr (Spread) {
+        return fusekit_gdn_tc::chunked_gdn_tc_chain_spread<Warps>;
+    } else {
+        return fusekit_gdn_tc::chunked_gdn_tc_chain_lean<Warps>;
+    }
+}
+template <int Warps, bool Spread> void launch_chain_lean(const GdnParams & p, float * records, float * states) {
+    using namespace fusekit_gdn_tc;
+    const dim3 grid(unsigned(kS / (16 * Warps)), unsigned(p.H_v), unsigned(p.B));
+    chain_lean_kernel<Warps, Spread>()<<<grid, Warps * 32, chain_regs_shared_bytes<Warps>()>>>(p, records, states);
+}
+template <int Warps, bool Spread> struct ChainLeanVariant {
+    static constexpr int          Pad   = fusekit_gdn_tc::kPadBanks;
+    static constexpr const char * kStep = Spread ? "step 4d" : "step 4c";
+    static constexpr const char * kPass = "chain";
+    static constexpr const char * kKey  = "chain_median_us";
+    static void allow() {
+        using namespace fusekit_gdn_tc;
+        CHECK(cudaFuncSetAttribute(chain_lean_kernel<Warps, Spread>(), cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                   int(chain_regs_shared_bytes<Warps>())));
+    }
+    static int ctas_per_sm() {
+        using namespace fusekit_gdn_tc;
+        int ctas = 0;
+        CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&ctas, chain_lean_kernel<Warps, Spread>(), Warps * 32,
+                                                            chain_regs_shared_bytes<Warps>()));
+        return ctas;
+    }
+    static void timed(const GdnParams & p, float * records, float * states) {
+        launch_chain_lean<Warps, Spread>(p, records, states);
+    }
+    static void split(const GdnParams & p, float * records, float * states, int sabotage) {
+        launch_prep<Pad>(p, records, sabotage);
+        launch_chain_lean<Warps, Spread>(p, records, states);
+        launch_output<Pad>(p, records, states);
+    }
+};
+using ChainLean2   = ChainLeanVariant<2, false>;
+using ChainLean4   = ChainLeanVariant<4, false>;
+using ChainSpread2 = ChainLeanVariant<2, true>;
+using ChainSpread4 = ChainLeanVariant<4, true>;
+
 // Step 4b: step 4a's chain with each 16-column slice on a pair of warps (Slices slices a CTA, 64 Slices threads).
 template <int Slices> void launch_chain_pairs(const GdnParams & p, float * records, float * states) {
     using namespace fusekit_gdn_tc;
@@ -339,6 +385,29 @@ template <int Warps> struct WholeRegsVariant {
 };
 using WholeRegs4 = WholeRegsVariant<4>;
 
+// Steps 4c and 4d whole: WholeRegsVariant's passes with step 4c's or 4d's chain.
+template <int Warps, bool Spread> struct WholeLeanVariant {
+    static constexpr int          Pad   = fusekit_gdn_tc::kPadBanks;
+    static constexpr const char * kStep = Spread ? "step 4d" : "step 4c";
+    static constexpr const char * kPass = "whole";
+    static constexpr const char * kKey  = "median_us";
+    static void allow() {
+        PrepMmaOutputMma::allow();
+        ChainLeanVariant<Warps, Spread>::allow();
+    }
+    static int ctas_per_sm() { return PrepMmaOutputMma::ctas_per_sm(); }
+    static void split(const GdnParams & p, float * records, float * states, int sabotage) {
+        launch_prep_mma<Pad, false>(p, records, sabotage);
+        launch_chain_lean<Warps, Spread>(p, records, states);
+        launch_output<Pad, fusekit_gdn_tc::kS, 1, true, false>(p, records, states);
+    }
+    static void timed(const GdnParams & p, float * records, float * states) { split(p, records, states, 0); }
+};
+using WholeLean2   = WholeLeanVariant<2, false>;
+using WholeLean4   = WholeLeanVariant<4, false>;
+using WholeSpread2 = WholeLeanVariant<2, true>;
+using WholeSpread4 = WholeLeanVariant<4, true>;
+
 // How many prep CTAs share an SM (session 13's first prep pass: one; the blocked solve's version is sized for two).
 template <int Pad> int prep_ctas_per_sm() {
     int ctas = 0;
@@ -397,6 +466,13 @@ int main(int argc, char ** argv) {
     std::printf("step 4a chains (state in registers): 2 warps: %d CTA(s) per SM; 4 warps: %d\n",
                 ChainRegs2::ctas_per_sm(), ChainRegs4::ctas_per_sm());
     std::printf("step 4b chain (slices on pairs of warps): 2 slices: %d CTA(s) per SM\n", ChainPairs2::ctas_per_sm());
+    ChainLean2::allow();
+    ChainLean4::allow();
+    ChainSpread2::allow();
+    ChainSpread4::allow();
+    std::printf("step 4c chains (4a, lean addressing): 2 warps: %d CTA(s) per SM; 4 warps: %d; step 4d (spread): %d, %d\n",
+                ChainLean2::ctas_per_sm(), ChainLean4::ctas_per_sm(), ChainSpread2::ctas_per_sm(),
+                ChainSpread4::ctas_per_sm());
     ChainRounded::allow();
     OutputBatched::allow();
     Output64Columns::allow();
@@ -412,6 +488,10 @@ int main(int argc, char ** argv) {
     PrepRoundOnce::allow();
     PrepRoundedAll::allow();
     WholeRegs4::allow();
+    WholeLean2::allow();
+    WholeLean4::allow();
+    WholeSpread2::allow();
+    WholeSpread4::allow();
     std::printf("step 3d prep pass: %d CTA(s) per SM; step 3f output passes: 128 columns: %d, 64 columns: %d\n",
                 PrepMma::ctas_per_sm(), OutputMma::ctas_per_sm(), OutputMma64::ctas_per_sm());
     const int prep_ctas = prep_ctas_per_sm<fusekit_gdn_tc::kPadNone>();
@@ -573,6 +653,10 @@ int main(int argc, char ** argv) {
         pass_variant(ChainRegs2{}, "chain with the state in registers, 2 warps of 16 columns a CTA");
         pass_variant(ChainRegs4{}, "chain with the state in registers, 4 warps of 16 columns a CTA");
         pass_variant(ChainPairs2{}, "chain with each slice on a pair of warps, 2 slices a CTA");
+        pass_variant(ChainLean2{}, "step 4a's chain with lean addressing, 2 warps of 16 columns a CTA");
+        pass_variant(ChainLean4{}, "step 4a's chain with lean addressing, 4 warps of 16 columns a CTA");
+        pass_variant(ChainSpread2{}, "step 4c's chain with its copies and stores spread, 2 warps of 16 columns a CTA");
+        pass_variant(ChainSpread4{}, "step 4c's chain with its copies and stores spread, 4 warps of 16 columns a CTA");
         pass_variant(OutputBatched{}, "output of 128 columns, A in batches of 4");
         pass_variant(Output64Columns{}, "output of 64 columns, A in batches of 4");
         pass_variant(Output32Columns{}, "output of 32 columns, A in batches of 4");
@@ -585,6 +669,10 @@ int main(int argc, char ** argv) {
         pass_variant(PrepRoundOnce{}, "prep pass alone, TF32-only operands stored rounded");
         pass_variant(PrepRoundedAll{}, "whole, with step 3h's chain and the output of 128 columns reading Qe and QKm as stored");
         pass_variant(WholeRegs4{}, "whole, with step 4a's chain of 4 warps and step 3f's output of 128 columns");
+        pass_variant(WholeLean2{}, "whole, with step 4c's chain of 2 warps and step 3f's output of 128 columns");
+        pass_variant(WholeLean4{}, "whole, with step 4c's chain of 4 warps and step 3f's output of 128 columns");
+        pass_variant(WholeSpread2{}, "whole, with step 4d's chain of 2 warps and step 3f's output of 128 columns");
+        pass_variant(WholeSpread4{}, "whole, with step 4d's chain of 4 warps and step 3f's output of 128 columns");
         CHECK(cudaFree(d_states));
         CHECK(cudaFree(d_records));
         for (const float * d : {p.q, p.k, p.v, p.g, p.beta, p.state}) {

@@ -423,3 +423,24 @@ def test_the_report_counts_every_iteration_of_the_stream_reuse_check(tmp_path: P
     report = render_session(tmp_path)
     assert "| 11999 | 1 | **1 failed** |" in report
     assert "**1 checks passed under sabotage**" in report
+
+
+def test_chunked_gdn_table_has_the_register_chains_of_steps_4a_to_4d() -> None:
+    """Session 40's H100 run (steps 4a-4d, chains alone and whole): each experiment is a column holding its own time."""
+    folder = SESSION8.parent / "h100-2026-12-05-session40-spread"
+    data = json.loads((folder / "chunked-gdn-standalone.json").read_text())
+    table = chunked_gdn_table("chunked-gdn-standalone.json", data)
+    assert table is not None
+    column = {header: i for i, header in enumerate(table.headers)}
+    first = table.rows[0]  # the 35B layer at T = 512
+    lean_chain = "step 4c: step 4a's chain with lean addressing, 2 warps of 16 columns a CTA (1 CTA per SM)"
+    spread_whole = "step 4d: whole, with step 4d's chain of 4 warps and step 3f's output of 128 columns (2 CTA per SM)"
+    assert lean_chain in column and spread_whole in column
+    assert "step 4b chain: chain with each slice on a pair of warps, 2 slices a CTA (1 CTA per SM)" in column
+    by_what = {case["what"]: case for case in data["cases"]}
+    name = first[0]
+    lean = by_what[f"{name} (step 4c, step 4a's chain with lean addressing, 2 warps of 16 columns a CTA)"]
+    whole = by_what[f"{name} (step 4d, whole, with step 4d's chain of 4 warps and step 3f's output of 128 columns)"]
+    assert first[column[lean_chain]] == f"{lean['chain_median_us']:.2f}"
+    assert first[column[spread_whole]] == f"{whole['median_us']:.2f}"
+    assert "step 4c: " in table.caption and "step 4d: " in table.caption

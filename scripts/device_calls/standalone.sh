@@ -9,6 +9,7 @@
 # NCU_CHAIN=1 adds one Nsight Compute pass (--once: the first case only, the 35B layer at T = 512) over step 4a's and
 # step 4b's chains only (kernels/NOTES-chunked-gdn.md, "Step 4b as measured": where does a chunk's time go?), as
 # results/ncu-chunked-gdn*.csv(.xz); at most NCU_TIMEOUT (420) seconds, clocks left alone (--clock-control none).
+# NCU_KERNELS (a regex) profiles other kernels instead (session 40: steps 4a and 4c's chains and the prep pass).
 set -euo pipefail
 REPO=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
 command -v nvcc >/dev/null || export PATH=/usr/local/cuda/bin:$PATH
@@ -24,7 +25,7 @@ for program in ${PROGRAMS:-chunked_gdn reader_quantize}; do
   smi "$program"
 done
 if [[ ${NCU_CHAIN:-0} == 1 && -x $B/bin/chunked_gdn_check ]]; then
-  ncu_chunked_gdn "$B/bin/chunked_gdn_check" 'chunked_gdn_tc_chain_(regs|pairs)'
+  ncu_chunked_gdn "$B/bin/chunked_gdn_check" "${NCU_KERNELS:-chunked_gdn_tc_chain_(regs|pairs)}"
   smi ncu
 fi
 session_pack "$OUT"
