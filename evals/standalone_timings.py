@@ -197,6 +197,13 @@ PASS_VARIANTS = {
         "step 4d: step 4c's chain with its copies and stores spread through its two products, timed as step 4a is "
         "(compare with step 4c)",
     ),
+    " (step 4e, ": (
+        "step 4e",
+        ("prep_median_us", "median_us"),
+        "step 4e: step 3d's prep pass with its staging 16 bytes a load and its loops at compile-time offsets (the same "
+        "record), timed alone (compare with step 3d's prep pass) or whole with step 4c's chain (compare with step 4c "
+        "whole)",
+    ),
 }
 
 

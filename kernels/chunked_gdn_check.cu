@@ -408,6 +408,48 @@ using WholeLean4   = WholeLeanVariant<4, false>;
 using WholeSpread2 = WholeLeanVariant<2, true>;
 using WholeSpread4 = WholeLeanVariant<4, true>;
 
+// Step 4e: step 3d's prep pass with its address arithmetic taken out (the same record); checked whole with step 4c's
+// chain of Warps warps and step 3f's output pass, timed alone or (Whole) as the three passes.
+template <int Pad> void launch_prep_lean(const GdnParams & p, float * records, int sabotage) {
+    using namespace fusekit_gdn_tc;
+    const dim3 prep_grid(unsigned(chunk_count(p.T)), unsigned(p.H_v), unsigned(p.B));
+    chunked_gdn_tc_prep_lean<Pad><<<prep_grid, kPrepThreads, prep_shared_bytes<Pad>()>>>(p, records, sabotage);
+}
+template <bool Whole, int Warps> struct PrepLeanVariant {
+    static constexpr int          Pad   = fusekit_gdn_tc::kPadBanks;
+    static constexpr const char * kStep = "step 4e";
+    static constexpr const char * kPass = Whole ? "whole" : "prep pass";
+    static constexpr const char * kKey  = Whole ? "median_us" : "prep_median_us";
+    static void allow() {
+        using namespace fusekit_gdn_tc;
+        CHECK(cudaFuncSetAttribute(chunked_gdn_tc_prep_lean<Pad>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                   int(prep_shared_bytes<Pad>())));
+        PrepMmaOutputMma::allow();
+        ChainLeanVariant<Warps, false>::allow();
+    }
+    static int ctas_per_sm() {
+        using namespace fusekit_gdn_tc;
+        int ctas = 0;
+        CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&ctas, chunked_gdn_tc_prep_lean<Pad>, kPrepThreads,
+                                                            prep_shared_bytes<Pad>()));
+        return ctas;
+    }
+    static void split(const GdnParams & p, float * records, float * states, int sabotage) {
+        launch_prep_lean<Pad>(p, records, sabotage);
+        launch_chain_lean<Warps, false>(p, records, states);
+        launch_output<Pad, fusekit_gdn_tc::kS, 1, true, false>(p, records, states);
+    }
+    static void timed(const GdnParams & p, float * records, float * states) {
+        if constexpr (Whole) {
+            split(p, records, states, 0);
+        } else {
+            launch_prep_lean<Pad>(p, records, 0);
+        }
+    }
+};
+using PrepLean       = PrepLeanVariant<false, 2>;
+using WholeLeanPrep2 = PrepLeanVariant<true, 2>;
+
 // How many prep CTAs share an SM (session 13's first prep pass: one; the blocked solve's version is sized for two).
 template <int Pad> int prep_ctas_per_sm() {
     int ctas = 0;
@@ -492,6 +534,8 @@ int main(int argc, char ** argv) {
     WholeLean4::allow();
     WholeSpread2::allow();
     WholeSpread4::allow();
+    PrepLean::allow();
+    WholeLeanPrep2::allow();
     std::printf("step 3d prep pass: %d CTA(s) per SM; step 3f output passes: 128 columns: %d, 64 columns: %d\n",
                 PrepMma::ctas_per_sm(), OutputMma::ctas_per_sm(), OutputMma64::ctas_per_sm());
     const int prep_ctas = prep_ctas_per_sm<fusekit_gdn_tc::kPadNone>();
@@ -673,6 +717,9 @@ int main(int argc, char ** argv) {
         pass_variant(WholeLean4{}, "whole, with step 4c's chain of 4 warps and step 3f's output of 128 columns");
         pass_variant(WholeSpread2{}, "whole, with step 4d's chain of 2 warps and step 3f's output of 128 columns");
         pass_variant(WholeSpread4{}, "whole, with step 4d's chain of 4 warps and step 3f's output of 128 columns");
+        pass_variant(PrepMma{}, "prep pass alone, on mma.sync from shared memory, again beside step 4e");
+        pass_variant(PrepLean{}, "prep pass alone, lean addressing");
+        pass_variant(WholeLeanPrep2{}, "whole, with step 4c's chain of 2 warps and step 3f's output of 128 columns");
         CHECK(cudaFree(d_states));
         CHECK(cudaFree(d_records));
         for (const float * d : {p.q, p.k, p.v, p.g, p.beta, p.state}) {

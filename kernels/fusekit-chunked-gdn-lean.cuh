@@ -333,6 +333,195 @@ __global__ void __launch_bounds__(Warps * 32) chunked_gdn_tc_chain_spread(GdnPar
 #endif
 }
 
+// Step 4e (session 40, written after step 4c's Nsight Compute pass): step 3d's prep pass (chunked_gdn_tc_prep_mma,
+// RoundOnce false) with its address arithmetic taken out, the same record value for value. Nsight Compute on it (H200,
+// T = 512, results/h200-2026-12-05-session40-lean/ncu-sass-mix.md, launch 8): 21.7 M warp instructions, HMMA 2.4%,
+// and 46% of them at one loop level: the staging of the keys and queries, a scalar load a value, each with its own
+// 64-bit address from the runtime row strides (about 15 instructions a value). Here:
+//   - keys, queries and values are staged 16 bytes a load: thread tid takes the 4 columns 4 (tid % 32) of rows
+//     tid / 32 + 8 u, eight rows of each operand in flight before any is stored (when every row starts 16-byte
+//     aligned: the row pointer and stride; else stage_prep_inputs' and stage_scaled_values' scalar loops);
+//   - the element-wise passes (Qe and Kend into the record, the scaled keys) take the same 4 columns a thread, 16 bytes
+//     a load and a store, their row factors loaded once a row;
+//   - the tile products deal their tiles over the compile-time warp count (kPrepThreads / 32), unrolled, and the
+//     solve gets the thread count as a constant.
+// Every expression is step 3d's in its order (the row factor products associate as there), so the record's bits are
+// step 3d's. Prediction: 0.6-0.75x the instructions; the prep pass alone 35-42 us at T = 512 on the H100 (step 3d
+// about 50); whole with step 4c's chain of 2 warps 92-99 us (step 4c whole 106.5 on the H100).
+// Measured (session 40, H100, results/h100-2026-12-05-session40-prep-lean/): 0.67x the instructions (14.6 M), the
+// prep pass 44.6 us at T = 512 (step 3d 50.4 in the same process), 334.5 at T = 4096 (367.4), whole with step 4c's
+// chain 105.3 (step 4c whole 107.2): latency-bound between its barriers now (wait, scoreboards, barrier stalls).
+constexpr int kPrepWarps = kPrepThreads / 32;
+constexpr int kLeanRowPieces = kS / 4;                         // 16-byte pieces a row of kS floats
+constexpr int kLeanRowsAPass = kPrepThreads / kLeanRowPieces;  // rows a pass of the CTA covers
+constexpr int kLeanPasses    = kC / kLeanRowsAPass;            // passes over a chunk's rows
+static_assert(kLeanPasses * kLeanRowsAPass == kC, "whole passes over the chunk's rows");
+
+// Whether rows stride floats apart from row0 on can be read 16 bytes at a time.
+__device__ __forceinline__ bool rows_of_float4(const float * row0, int64_t stride) {
+    return reinterpret_cast<uintptr_t>(row0) % 16 == 0 && stride % 4 == 0;
+}
+
+// The rows of one operand (row0, stride floats apart; rows from L on are zero) at the thread's 4 columns, all passes
+// loaded before any is used.
+__device__ __forceinline__ void load_rows_of_float4(const float * row0, int64_t stride, int L, float4 (&x)[kLeanPasses]) {
+    const int     tid = int(threadIdx.x), row = tid / kLeanRowPieces, col = 4 * (tid % kLeanRowPieces);
+    const float * at  = row0 + int64_t(row) * stride + col;
+#pragma unroll
+    for (int u = 0; u < kLeanPasses; ++u) {
+        x[u] = row + u * kLeanRowsAPass < L
+                   ? __ldca(reinterpret_cast<const float4 *>(at + int64_t(u) * kLeanRowsAPass * stride))
+                   : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+    }
+}
+
+// stage_prep_inputs, 16 bytes a load where the rows allow it.
+template <int Pad>
+__device__ inline void stage_prep_inputs_lean(const GdnParams & p, PrepShared<Pad> & sh, int b, int h, int t0, int L) {
+    constexpr int LS = Rows<Pad>::S;
+    static_assert(LS % 4 == 0, "16-byte shared rows");
+    const float * k0 = key_row(p, b, h, t0);
+    const float * q0 = query_row(p, b, h, t0);
+    if (!rows_of_float4(k0, p.k_s2) || !rows_of_float4(q0, p.q_s2)) {
+        stage_prep_inputs(p, sh, b, h, t0, L);
+        return;
+    }
+    const int tid = int(threadIdx.x), row = tid / kLeanRowPieces, col = 4 * (tid % kLeanRowPieces);
+    float4    kv[kLeanPasses], qv[kLeanPasses];
+    load_rows_of_float4(k0, p.k_s2, L, kv);
+    load_rows_of_float4(q0, p.q_s2, L, qv);
+#pragma unroll
+    for (int u = 0; u < kLeanPasses; ++u) {
+        *reinterpret_cast<float4 *>(&sh.k[(row + u * kLeanRowsAPass) * LS + col])  = kv[u];
+        *reinterpret_cast<float4 *>(&sh.qb[(row + u * kLeanRowsAPass) * LS + col]) = qv[u];
+    }
+    if (tid < kC) {  // every thread its own gate loads, as stage_prep_inputs
+        sh.pinv[tid] = tid < L ? read_input(&p.g[gate_index(p, b, h, t0 + tid)]) : 0.0f;
+        sh.beta[tid] = tid < L ? read_input(&p.beta[gate_index(p, b, h, t0 + tid)]) : 0.0f;
+    }
+}
+
+// stage_scaled_values (RoundTf32 false), 16 bytes a load where the rows allow it: beta_r f_r v, associated as there.
+template <int Pad>
+__device__ inline void stage_scaled_values_lean(const GdnParams & p, PrepShared<Pad> & sh, int b, int h, int t0, int L,
+                                                int sabotage) {
+    constexpr int LS = Rows<Pad>::S;
+    const float * v0 = value_row(p, b, h, t0);
+    if (!rows_of_float4(v0, p.v_s2)) {
+        stage_scaled_values<Pad, false>(p, sh, b, h, t0, L, sabotage);
+        return;
+    }
+    const int tid = int(threadIdx.x), row = tid / kLeanRowPieces, col = 4 * (tid % kLeanRowPieces);
+    float4    vv[kLeanPasses];
+    load_rows_of_float4(v0, p.v_s2, L, vv);
+#pragma unroll
+    for (int u = 0; u < kLeanPasses; ++u) {
+        const int   r     = row + u * kLeanRowsAPass;
+        const float scale = r < L ? sh.beta[r] * sabotage_factor(sh, r, sabotage) : 0.0f;
+        const bool  real  = r < L;
+        *reinterpret_cast<float4 *>(&sh.qb[r * LS + col]) =
+            make_float4(real ? scale * vv[u].x : 0.0f, real ? scale * vv[u].y : 0.0f, real ? scale * vv[u].z : 0.0f,
+                        real ? scale * vv[u].w : 0.0f);
+    }
+}
+
+// shared_tile_products with the tiles dealt over the compile-time warp count, unrolled.
+template <int TilesM, int TilesN, int KSteps, int ARow, int ACol, int BRow, int BCol, typename Store>
+__device__ __forceinline__ void shared_tile_products_lean(const float * a, const float * b, Store store) {
+    static_assert(TilesM * TilesN % kPrepWarps == 0, "whole tiles a warp");
+    const int lane = int(threadIdx.x) % 32, warp = int(threadIdx.x) / 32;
+    const int group = lane / 4, t = lane % 4;
+#pragma unroll
+    for (int n = 0; n < TilesM * TilesN / kPrepWarps; ++n) {
+        const int tile = warp + n * kPrepWarps;
+        const int tm = tile / TilesN, tn = tile % TilesN;
+        float     acc[2][4] = {};
+        mma_tile_16x16<KSteps, ARow, ACol, BRow, BCol, true, true>(a + (tm * 16 + group) * ARow + t * ACol,
+                                                                   b + t * BRow + (tn * 16 + group) * BCol, acc);
+#pragma unroll
+        for (int half = 0; half < 2; ++half) {
+            const int r = tm * 16 + group, col = tn * 16 + half * 8 + 2 * t;
+            store(r, col, acc[half][0], acc[half][1]);
+            store(r + 8, col, acc[half][2], acc[half][3]);
+        }
+    }
+}
+
+template <int Pad>
+__global__ void __launch_bounds__(kPrepThreads) chunked_gdn_tc_prep_lean(GdnParams p, float * records, int sabotage) {
+    constexpr int LS = Rows<Pad>::S, LC = Rows<Pad>::C;
+    extern __shared__ __align__(128) unsigned char shared_prep_lean[];
+    PrepShared<Pad> & sh = *reinterpret_cast<PrepShared<Pad> *>(shared_prep_lean);
+    const int         c = int(blockIdx.x), h = int(blockIdx.y), b = int(blockIdx.z);
+    const int         tid = int(threadIdx.x);
+    const int         t0 = c * kC, L = p.T - t0 < kC ? p.T - t0 : kC;
+    float *           rec = records + record_index(p, b, h, c) * Record::floats;
+    const int         row = tid / kLeanRowPieces, col = 4 * (tid % kLeanRowPieces);  // the element-wise passes' share
+
+    stage_prep_inputs_lean(p, sh, b, h, t0, L);
+    __syncthreads();
+    if (tid < 32) {
+        scan_gates(sh, tid);
+        __syncwarp();
+        for (int r = tid; r < kC; r += 32) {
+            sh.row_q[r]    = expf(float(sh.G[r]));
+            sh.row_kend[r] = expf(float(sh.G[L - 1] - sh.G[r]));
+        }
+    }
+    __syncthreads();
+
+    shared_tile_products_lean<4, 4, kS / 8, LS, 1, 1, LS>(sh.k, sh.k, [&](int s, int m, float x0, float x1) {
+        const float a0 = m < s && s < L ? sh.beta[s] * expf(float(sh.G[s] - sh.G[m])) * x0 : 0.0f;
+        const float a1 = m + 1 < s && s < L ? sh.beta[s] * expf(float(sh.G[s] - sh.G[m + 1])) * x1 : 0.0f;
+        *reinterpret_cast<float2 *>(&sh.a[s * LC + m]) = make_float2(a0, a1);
+    });
+    shared_tile_products_lean<4, 4, kS / 8, LS, 1, 1, LS>(sh.qb, sh.k, [&](int r, int s, float x0, float x1) {
+        const float d0 = s <= r && r < L ? expf(float(sh.G[r] - sh.G[s])) : 0.0f;
+        const float d1 = s + 1 <= r && r < L ? expf(float(sh.G[r] - sh.G[s + 1])) : 0.0f;
+        *reinterpret_cast<float2 *>(rec + Record::QKm + r * kC + s) = make_float2(d0 * x0, d1 * x1);
+    });
+    if (tid < kC) {
+        reinterpret_cast<double *>(rec + Record::G)[tid] = sh.G[tid];
+        rec[Record::eG + tid] = tid < L ? float(exp(sh.G[tid])) : 0.0f;
+    }
+#pragma unroll
+    for (int u = 0; u < kLeanPasses; ++u) {
+        const int    r = row + u * kLeanRowsAPass;
+        const bool   real = r < L;
+        const float  fq = sh.row_q[r], fk = sh.row_kend[r];
+        const float4 q4 = *reinterpret_cast<const float4 *>(&sh.qb[r * LS + col]);
+        const float4 k4 = *reinterpret_cast<const float4 *>(&sh.k[r * LS + col]);
+        *reinterpret_cast<float4 *>(rec + Record::Qe + r * kS + col) =
+            make_float4(real ? fq * q4.x : 0.0f, real ? fq * q4.y : 0.0f, real ? fq * q4.z : 0.0f, real ? fq * q4.w : 0.0f);
+        *reinterpret_cast<float4 *>(rec + Record::Kend + r * kS + col) =
+            make_float4(real ? tf32(fk * k4.x) : 0.0f, real ? tf32(fk * k4.y) : 0.0f, real ? tf32(fk * k4.z) : 0.0f,
+                        real ? tf32(fk * k4.w) : 0.0f);
+    }
+    __syncthreads();
+
+    invert_unit_lower_blocked(sh.a, sh.pinv, sh.qb, tid, kPrepThreads, fusekit_gdn::CtaBarrier{}, 0, LC);
+#pragma unroll
+    for (int u = 0; u < kLeanPasses; ++u) {
+        const int    r = row + u * kLeanRowsAPass;
+        const float  scale = r < L ? sh.beta[r] * sh.row_q[r] * sabotage_factor(sh, r, sabotage) : 0.0f;
+        const bool   real = r < L;
+        const float4 k4 = *reinterpret_cast<const float4 *>(&sh.k[r * LS + col]);
+        *reinterpret_cast<float4 *>(&sh.qb[r * LS + col]) = make_float4(
+            real ? scale * k4.x : 0.0f, real ? scale * k4.y : 0.0f, real ? scale * k4.z : 0.0f, real ? scale * k4.w : 0.0f);
+    }
+    __syncthreads();
+
+    shared_tile_products_lean<4, kS / 16, kC / 8, LC, 1, LS, 1>(sh.pinv, sh.qb, [&](int r, int col2, float x0, float x1) {
+        *reinterpret_cast<float2 *>(rec + Record::W + r * kS + col2) = make_float2(tf32(x0), tf32(x1));
+    });
+    __syncthreads();
+    stage_scaled_values_lean(p, sh, b, h, t0, L, sabotage);
+    __syncthreads();
+    shared_tile_products_lean<4, kS / 16, kC / 8, LC, 1, LS, 1>(sh.pinv, sh.qb, [&](int r, int col2, float x0, float x1) {
+        *reinterpret_cast<float2 *>(rec + Record::U0 + r * kS + col2) = make_float2(x0, x1);
+    });
+}
+
 #endif  // __CUDACC__
 
 }  // namespace fusekit_gdn_tc

@@ -444,3 +444,16 @@ def test_chunked_gdn_table_has_the_register_chains_of_steps_4a_to_4d() -> None:
     assert first[column[lean_chain]] == f"{lean['chain_median_us']:.2f}"
     assert first[column[spread_whole]] == f"{whole['median_us']:.2f}"
     assert "step 4c: " in table.caption and "step 4d: " in table.caption
+
+
+def test_chunked_gdn_table_has_step_4e_prep_pass_alone_and_whole() -> None:
+    """Session 40's lean prep pass: its alone row reads prep_median_us, its whole row median_us."""
+    data = json.loads(
+        (SESSION8.parent / "h100-2026-12-05-session40-prep-lean" / "chunked-gdn-standalone.json").read_text()
+    )
+    table = chunked_gdn_table("chunked-gdn-standalone.json", data)
+    assert table is not None
+    column = {header: i for i, header in enumerate(table.headers)}
+    alone = "step 4e: prep pass alone, lean addressing (2 CTA per SM)"
+    whole = "step 4e: whole, with step 4c's chain of 2 warps and step 3f's output of 128 columns (2 CTA per SM)"
+    assert table.rows[0][column[alone]] == "44.60" and table.rows[0][column[whole]] == "105.30"
