@@ -72,14 +72,19 @@ class RawPageError(ValueError):
     """The file is not an ncu raw page with the metrics this table needs."""
 
 
-def read_rows(path: Path) -> list[list[str]]:
-    """The CSV rows of a raw page, decompressed by suffix."""
+def read_text(path: Path) -> str:
+    """An ncu export's text, decompressed by suffix (.xz, .gz, else plain)."""
     data = path.read_bytes()
     if path.suffix == ".xz":
         data = lzma.decompress(data)
     elif path.suffix == ".gz":
         data = gzip.decompress(data)
-    return list(csv.reader(io.StringIO(data.decode("utf-8"))))
+    return data.decode("utf-8")
+
+
+def read_rows(path: Path) -> list[list[str]]:
+    """The CSV rows of a raw page, decompressed by suffix."""
+    return list(csv.reader(io.StringIO(read_text(path))))
 
 
 def kernel_table(

@@ -15,12 +15,13 @@ from __future__ import annotations
 
 import argparse
 import csv
-import gzip
 import json
 import lzma
 import sys
 from collections import Counter, defaultdict
 from pathlib import Path
+
+from ncu_raw_table import read_text  # a sibling script: run as scripts/ncu_sass_mix.py
 
 EXECUTED = "Instructions Executed"
 SAMPLES = "Warp Stall Sampling (All Samples)"
@@ -28,16 +29,6 @@ SAMPLES = "Warp Stall Sampling (All Samples)"
 
 class SassPageError(ValueError):
     """The file is not an ncu source page with SASS and per-instruction counters."""
-
-
-def read_text(path: Path) -> str:
-    """The export's text, decompressed by suffix."""
-    data = path.read_bytes()
-    if path.suffix == ".xz":
-        data = lzma.decompress(data)
-    elif path.suffix == ".gz":
-        data = gzip.decompress(data)
-    return data.decode("utf-8")
 
 
 def split_launches(text: str) -> list[tuple[str, list[list[str]]]]:
