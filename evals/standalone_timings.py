@@ -123,7 +123,8 @@ def _three_pass_columns(label: str, entries: dict[str, dict[str, Any]]) -> tuple
 # 2d, chain of 16 warps)"), step 3c and step 3f (on mma.sync) the output pass, step 3e the chain (on mma.sync), step
 # 3h the chain (on mma.sync, B operands from TF32 copies), step 3d the prep pass (timed alone, or whole with the chain
 # and the output pass its row names), step 3i the same with the record's Qe and QKm in TF32; steps 4a-4d (sessions
-# 38-40) the chain with the state in registers and its variants, timed alone or whole.
+# 38-40) the chain with the state in registers and its variants, timed alone or whole; steps 4e and 4f (sessions 40-41)
+# the prep pass, alone or whole.
 PASS_VARIANTS = {
     " (step 2d, ": (
         "step 2d chain",
@@ -204,7 +205,17 @@ PASS_VARIANTS = {
         "record), timed alone (compare with step 3d's prep pass) or whole with step 4c's chain (compare with step 4c "
         "whole)",
     ),
+    " (step 4f, ": (
+        "step 4f",
+        ("prep_median_us", "median_us"),
+        "step 4f: step 4e's prep pass with its operands rounded to TF32 once where staged, tiles sharing their A "
+        "fragment and the products' zero blocks skipped (step 4e's record value for value), timed alone (compare "
+        "with step 4e's prep pass) or whole with step 4c's chain (compare with step 4e whole)",
+    ),
 }
+
+# The row the program adds after step 4f's: its record against step 4e's, float for float.
+RECORD_COMPARISON = " (step 4f record against step 4e's)"
 
 
 def _variant_us(entry: dict[str, Any], keys: tuple[str, ...]) -> float:
@@ -245,6 +256,11 @@ def chunked_gdn_table(source: str, data: dict[str, Any]) -> TimingTable | None:
         ctas = next(iter(entries.values())).get("ctas_per_sm")
         label = PASS_VARIANTS[marker][0]
         headers.append(f"{label}: {variant}" + (f" ({ctas} CTA per SM)" if ctas is not None else ""))
+    compared = {
+        case["what"].removesuffix(RECORD_COMPARISON): case for case in cases if case["what"].endswith(RECORD_COMPARISON)
+    }
+    if compared:
+        headers.append("step 4f record against step 4e's: floats differing (largest difference)")
     rows = []
     for case in cases:
         two = step_2a.get(case["what"])
@@ -263,6 +279,9 @@ def chunked_gdn_table(source: str, data: dict[str, Any]) -> TimingTable | None:
         for (marker, _), entries in variants.items():
             entry = entries.get(case["what"])
             row.append(_us({"us": _variant_us(entry, PASS_VARIANTS[marker][1]), "ok": entry["ok"]}) if entry else "")
+        if compared:
+            same = compared.get(case["what"])
+            row.append(f"{same['differing_floats']} ({same['max_abs_difference']:.1e})" if same else "")
         rows.append(row)
     stock = data.get("stock_serial_us_t4096_h200")
     caption = (
@@ -276,6 +295,11 @@ def chunked_gdn_table(source: str, data: dict[str, Any]) -> TimingTable | None:
         )
     for marker in dict.fromkeys(marker for marker, _ in variants):
         caption += "; " + PASS_VARIANTS[marker][2]
+    if compared:
+        caption += (
+            "; step 4f's record against step 4e's: the floats of the workspace that differ after each prep pass alone "
+            "(under --sabotage the sabotaged record against the clean one)"
+        )
     if stock:
         caption += (
             f"; the program then quoted issue #10's {stock[0]}-{stock[1]} µs for stock as T = 4096, but that figure is "

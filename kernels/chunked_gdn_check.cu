@@ -415,27 +415,44 @@ template <int Pad> void launch_prep_lean(const GdnParams & p, float * records, i
     const dim3 prep_grid(unsigned(chunk_count(p.T)), unsigned(p.H_v), unsigned(p.B));
     chunked_gdn_tc_prep_lean<Pad><<<prep_grid, kPrepThreads, prep_shared_bytes<Pad>()>>>(p, records, sabotage);
 }
-template <bool Whole, int Warps> struct PrepLeanVariant {
+// Step 4f: step 4e's record with the operands rounded once where staged, tiles sharing their A fragment and the zero
+// blocks skipped; checked whole with step 4c's chain of Warps warps and step 3f's output pass, timed alone or whole.
+template <int Pad> void launch_prep_rounded(const GdnParams & p, float * records, int sabotage) {
+    using namespace fusekit_gdn_tc;
+    const dim3 prep_grid(unsigned(chunk_count(p.T)), unsigned(p.H_v), unsigned(p.B));
+    chunked_gdn_tc_prep_rounded<Pad><<<prep_grid, kPrepThreads, prep_rounded_shared_bytes<Pad>()>>>(p, records, sabotage);
+}
+// Rounded: step 4f's prep pass in step 4e's place.
+template <bool Whole, int Warps, bool Rounded = false> struct PrepLeanVariant {
     static constexpr int          Pad   = fusekit_gdn_tc::kPadBanks;
-    static constexpr const char * kStep = "step 4e";
+    static constexpr const char * kStep = Rounded ? "step 4f" : "step 4e";
     static constexpr const char * kPass = Whole ? "whole" : "prep pass";
     static constexpr const char * kKey  = Whole ? "median_us" : "prep_median_us";
+    static constexpr auto         kernel() {
+        return Rounded ? fusekit_gdn_tc::chunked_gdn_tc_prep_rounded<Pad> : fusekit_gdn_tc::chunked_gdn_tc_prep_lean<Pad>;
+    }
+    static size_t shared_bytes() {
+        return Rounded ? fusekit_gdn_tc::prep_rounded_shared_bytes<Pad>() : fusekit_gdn_tc::prep_shared_bytes<Pad>();
+    }
+    static void prep(const GdnParams & p, float * records, int sabotage) {
+        if constexpr (Rounded) {
+            launch_prep_rounded<Pad>(p, records, sabotage);
+        } else {
+            launch_prep_lean<Pad>(p, records, sabotage);
+        }
+    }
     static void allow() {
-        using namespace fusekit_gdn_tc;
-        CHECK(cudaFuncSetAttribute(chunked_gdn_tc_prep_lean<Pad>, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                   int(prep_shared_bytes<Pad>())));
+        CHECK(cudaFuncSetAttribute(kernel(), cudaFuncAttributeMaxDynamicSharedMemorySize, int(shared_bytes())));
         PrepMmaOutputMma::allow();
         ChainLeanVariant<Warps, false>::allow();
     }
     static int ctas_per_sm() {
-        using namespace fusekit_gdn_tc;
         int ctas = 0;
-        CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&ctas, chunked_gdn_tc_prep_lean<Pad>, kPrepThreads,
-                                                            prep_shared_bytes<Pad>()));
+        CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&ctas, kernel(), fusekit_gdn_tc::kPrepThreads, shared_bytes()));
         return ctas;
     }
     static void split(const GdnParams & p, float * records, float * states, int sabotage) {
-        launch_prep_lean<Pad>(p, records, sabotage);
+        prep(p, records, sabotage);
         launch_chain_lean<Warps, false>(p, records, states);
         launch_output<Pad, fusekit_gdn_tc::kS, 1, true, false>(p, records, states);
     }
@@ -443,12 +460,47 @@ template <bool Whole, int Warps> struct PrepLeanVariant {
         if constexpr (Whole) {
             split(p, records, states, 0);
         } else {
-            launch_prep_lean<Pad>(p, records, 0);
+            prep(p, records, 0);
         }
     }
 };
 using PrepLean       = PrepLeanVariant<false, 2>;
 using WholeLeanPrep2 = PrepLeanVariant<true, 2>;
+
+using PrepRounded       = PrepLeanVariant<false, 2, true>;
+using WholeRoundedPrep2 = PrepLeanVariant<true, 2, true>;
+
+// Step 4f's record against step 4e's, element by element as floats (equal values, a signed zero aside): how many of
+// the workspace's floats differ and the largest difference. Each prep pass writes into a buffer poisoned with NaN
+// first, so a float neither writes compares equal (NaN against NaN) and one only one of them writes does not.
+struct RecordComparison {
+    long long differing = 0;
+    double    max_abs   = 0;
+};
+RecordComparison compare_prep_records(const GdnParams & p, float * records, int sabotage) {
+    const size_t       floats = size_t(fusekit_gdn_tc::workspace_floats(p));
+    std::vector<float> lean(floats), rounded(floats);
+    auto run = [&](auto launch, std::vector<float> & host) {
+        CHECK(cudaMemset(records, 0xff, floats * sizeof(float)));
+        launch();
+        CHECK(cudaGetLastError());
+        CHECK(cudaDeviceSynchronize());
+        CHECK(cudaMemcpy(host.data(), records, floats * sizeof(float), cudaMemcpyDeviceToHost));
+    };
+    run([&] { launch_prep_lean<fusekit_gdn_tc::kPadBanks>(p, records, 0); }, lean);
+    run([&] { launch_prep_rounded<fusekit_gdn_tc::kPadBanks>(p, records, sabotage); }, rounded);
+    RecordComparison cmp;
+    for (size_t i = 0; i < floats; ++i) {
+        const float a = lean[i], b = rounded[i];
+        if (a == b || (std::isnan(a) && std::isnan(b))) {
+            continue;
+        }
+        ++cmp.differing;
+        const double d = std::fabs(double(a) - double(b));
+        cmp.max_abs    = std::isnan(d) ? INFINITY : std::max(cmp.max_abs, d);
+    }
+    return cmp;
+}
 
 // How many prep CTAs share an SM (session 13's first prep pass: one; the blocked solve's version is sized for two).
 template <int Pad> int prep_ctas_per_sm() {
@@ -536,6 +588,8 @@ int main(int argc, char ** argv) {
     WholeSpread4::allow();
     PrepLean::allow();
     WholeLeanPrep2::allow();
+    PrepRounded::allow();
+    WholeRoundedPrep2::allow();
     std::printf("step 3d prep pass: %d CTA(s) per SM; step 3f output passes: 128 columns: %d, 64 columns: %d\n",
                 PrepMma::ctas_per_sm(), OutputMma::ctas_per_sm(), OutputMma64::ctas_per_sm());
     const int prep_ctas = prep_ctas_per_sm<fusekit_gdn_tc::kPadNone>();
@@ -720,6 +774,18 @@ int main(int argc, char ** argv) {
         pass_variant(PrepMma{}, "prep pass alone, on mma.sync from shared memory, again beside step 4e");
         pass_variant(PrepLean{}, "prep pass alone, lean addressing");
         pass_variant(WholeLeanPrep2{}, "whole, with step 4c's chain of 2 warps and step 3f's output of 128 columns");
+        pass_variant(PrepRounded{}, "prep pass alone, operands rounded once, zero blocks skipped");
+        pass_variant(WholeRoundedPrep2{}, "whole, with step 4c's chain of 2 warps and step 3f's output of 128 columns");
+        {  // step 4f's record against step 4e's (under --sabotage: the sabotaged record against the clean one)
+            const RecordComparison cmp = compare_prep_records(p, d_records, sabotage ? kSabotageMaskDiagonal : kSabotageNone);
+            std::printf("  step 4f's record against step 4e's: %lld floats differ, largest difference %.3e\n",
+                        cmp.differing, cmp.max_abs);
+            std::snprintf(row, sizeof(row),
+                          ", {\"what\": \"%s (step 4f record against step 4e's)\", \"T\": %d, \"B\": %d, \"K\": %d, "
+                          "\"differing_floats\": %lld, \"max_abs_difference\": %.3e}",
+                          c.what, c.T, c.B, c.K, cmp.differing, cmp.max_abs);
+            json += row;
+        }
         CHECK(cudaFree(d_states));
         CHECK(cudaFree(d_records));
         for (const float * d : {p.q, p.k, p.v, p.g, p.beta, p.state}) {

@@ -522,6 +522,250 @@ __global__ void __launch_bounds__(kPrepThreads) chunked_gdn_tc_prep_lean(GdnPara
     });
 }
 
+// Step 4f (session 41, written without a GPU: not yet run): step 4e's record from fewer instructions between the same
+// barriers. Read from step 4e's static SASS (nvcc 13.0, sm_90, cuobjdump of the standalone program): what session
+// 40's Nsight Compute pass called "a LEA per LDS" is the TF32 rounding itself: each cvt.rna.tf32 is an FSETP (|x| <
+// inf) and a predicated LEA adding the rounding bit, two instructions an operand element, and step 4e rounds every
+// element of both operands in every fragment load: in its four tile products a warp issues about 26 instructions a
+// k step and tile (8 LDS, 16 for the rounding, 2 HMMA), about 3,300 of its about 7,100. Here, the same values into the
+// same mma.sync in the same order:
+//   - keys and queries are rounded once where they are staged (their fp32 values stay in the staging thread's
+//     registers for Qe, Kend and the scaled keys, which step 4e computes from the unrounded values); the scaled keys
+//     and values are stored rounded (step 4e rounds them in every load: the same values);
+//   - each warp's tiles share their A fragment: pairs of 16-column tiles (4 A loads, 8 B loads, 4 HMMA a k step);
+//   - tiles that their masks zero are not computed: K K^T and Q K^T above the block diagonal (the solve never reads
+//     A there; Q K^T's are stored as zeros), and in W and U0 the k steps over P's zero blocks (row tile tm needs
+//     2 (tm + 1) of 8), the row tiles paired 0 with 3 and 1 with 2 so that every warp runs 10 k steps;
+//   - the solve takes the keys' buffer as its scratch (the keys are read by then) and keeps the queries' buffer,
+//     which holds the scaled keys through it; the sabotage factor of each row is computed once, from the rounded keys.
+// The record should be step 4e's value for value (the check program compares the two; a signed zero may differ where
+// step 4e added the skipped blocks' +0 products). Prediction (before any run): about 0.7x step 4e's instructions
+// (about 2,000 fewer a warp: the rounding and the A reloads), the prep pass 38-42 us at T = 512 on the H100 (step 4e
+// 44.6) and 290-320 at T = 4096 (334.5); whole with step 4c's chain of 2 warps 99-103 us (step 4e whole 105.3).
+template <int Pad> struct PrepRoundedShared : PrepShared<Pad> {
+    float factor[kC];  // the sabotage factor f of each row (1 unless sabotaged)
+};
+static_assert(sizeof(PrepRoundedShared<kPadBanks>) <= 115456, "step 4f keeps two CTAs per SM on sm_90");
+
+template <int Pad> inline size_t prep_rounded_shared_bytes() {
+    return sizeof(PrepRoundedShared<Pad>);
+}
+
+// acc[2 j + half] += a b for Tiles 16-column tiles side by side that share their A fragment: mma_tile_16x16's
+// operands and order for each tile (at, bt: the lane's first elements of a and of the first tile of b).
+template <int KSteps, int Tiles, int ARow, int ACol, int BRow, int BCol, bool RoundA>
+__device__ __forceinline__ void mma_tile_row(const float * at, const float * bt, float (&acc)[2 * Tiles][4]) {
+    auto bits = [](float x, bool round) { return __float_as_uint(round ? tf32(x) : x); };
+#pragma unroll
+    for (int kk = 0; kk < KSteps; ++kk) {
+        const uint32_t af[4] = {bits(at[kk * 8 * ACol], RoundA), bits(at[8 * ARow + kk * 8 * ACol], RoundA),
+                                bits(at[(kk * 8 + 4) * ACol], RoundA), bits(at[8 * ARow + (kk * 8 + 4) * ACol], RoundA)};
+#pragma unroll
+        for (int j = 0; j < Tiles; ++j) {
+#pragma unroll
+            for (int half = 0; half < 2; ++half) {
+                const float *  b     = bt + (j * 16 + half * 8) * BCol;
+                const uint32_t bf[2] = {__float_as_uint(b[kk * 8 * BRow]), __float_as_uint(b[(kk * 8 + 4) * BRow])};
+                mma_16x8x8_tf32(acc[2 * j + half], af, bf);
+            }
+        }
+    }
+}
+
+// Row tile tm, column tiles tn0 and tn0 + 1 of a b over KSteps k steps (B stored in TF32), each element pair handed
+// to store(r, c, x0, x1) as shared_tile_products does.
+template <int KSteps, int ARow, int ACol, int BRow, int BCol, bool RoundA, typename Store>
+__device__ __forceinline__ void tile_pair_product(const float * a, const float * b, int tm, int tn0, Store store) {
+    const int lane = int(threadIdx.x) % 32, group = lane / 4, t = lane % 4;
+    float     acc[4][4] = {};
+    mma_tile_row<KSteps, 2, ARow, ACol, BRow, BCol, RoundA>(a + (tm * 16 + group) * ARow + t * ACol,
+                                                            b + t * BRow + (tn0 * 16 + group) * BCol, acc);
+#pragma unroll
+    for (int j = 0; j < 2; ++j) {
+#pragma unroll
+        for (int half = 0; half < 2; ++half) {
+            const int r = tm * 16 + group, col = (tn0 + j) * 16 + half * 8 + 2 * t;
+            store(r, col, acc[2 * j + half][0], acc[2 * j + half][1]);
+            store(r + 8, col, acc[2 * j + half][2], acc[2 * j + half][3]);
+        }
+    }
+}
+
+// The six tile pairs of a 64 x 64 product on or below the block diagonal: row tile, first column tile.
+__device__ __forceinline__ void lower_tile_pair(int job, int & tm, int & tn0) {
+    tm  = job < 2 ? job : 2 + (job - 2) / 2;
+    tn0 = job < 2 ? 0 : 2 * ((job - 2) % 2);
+}
+
+// P (lower triangular by 16 x 16 blocks) times a 64 x kS operand in TF32: the warp's pair of column tiles in row
+// tiles 0 and 3 (warps 0-3) or 1 and 2 (warps 4-7), each over the k steps where P is not zero.
+template <int LC, int LS, typename Store>
+__device__ __forceinline__ void lower_times_rounded(const float * pinv, const float * b, Store store) {
+    static_assert(kC == 64 && kS == 128 && kPrepWarps == 8, "the warps' row tiles are laid out for 64 x 128");
+    const int warp = int(threadIdx.x) / 32, tn0 = 2 * (warp % 4);
+    if (warp < 4) {
+        tile_pair_product<2, LC, 1, LS, 1, true>(pinv, b, 0, tn0, store);
+        tile_pair_product<8, LC, 1, LS, 1, true>(pinv, b, 3, tn0, store);
+    } else {
+        tile_pair_product<4, LC, 1, LS, 1, true>(pinv, b, 1, tn0, store);
+        tile_pair_product<6, LC, 1, LS, 1, true>(pinv, b, 2, tn0, store);
+    }
+}
+
+// The thread's 4 columns of its kLeanPasses rows of keys and queries in fp32 (x), staged rounded to TF32 into sh.k
+// and sh.qb; rows from L on are zero. Unaligned rows go through stage_prep_inputs and are read back from shared memory.
+template <int Pad>
+__device__ inline void stage_prep_inputs_rounded(const GdnParams & p, PrepRoundedShared<Pad> & sh, int b, int h, int t0,
+                                                 int L, float4 (&kv)[kLeanPasses], float4 (&qv)[kLeanPasses]) {
+    constexpr int LS = Rows<Pad>::S;
+    const int     tid = int(threadIdx.x), row = tid / kLeanRowPieces, col = 4 * (tid % kLeanRowPieces);
+    const float * k0 = key_row(p, b, h, t0);
+    const float * q0 = query_row(p, b, h, t0);
+    if (rows_of_float4(k0, p.k_s2) && rows_of_float4(q0, p.q_s2)) {
+        load_rows_of_float4(k0, p.k_s2, L, kv);
+        load_rows_of_float4(q0, p.q_s2, L, qv);
+        if (tid < kC) {
+            sh.pinv[tid] = tid < L ? read_input(&p.g[gate_index(p, b, h, t0 + tid)]) : 0.0f;
+            sh.beta[tid] = tid < L ? read_input(&p.beta[gate_index(p, b, h, t0 + tid)]) : 0.0f;
+        }
+    } else {
+        stage_prep_inputs(p, sh, b, h, t0, L);
+        __syncthreads();
+#pragma unroll
+        for (int u = 0; u < kLeanPasses; ++u) {
+            kv[u] = *reinterpret_cast<const float4 *>(&sh.k[(row + u * kLeanRowsAPass) * LS + col]);
+            qv[u] = *reinterpret_cast<const float4 *>(&sh.qb[(row + u * kLeanRowsAPass) * LS + col]);
+        }
+        __syncthreads();
+    }
+    auto rounded = [](float4 x) { return make_float4(tf32(x.x), tf32(x.y), tf32(x.z), tf32(x.w)); };
+#pragma unroll
+    for (int u = 0; u < kLeanPasses; ++u) {
+        *reinterpret_cast<float4 *>(&sh.k[(row + u * kLeanRowsAPass) * LS + col])  = rounded(kv[u]);
+        *reinterpret_cast<float4 *>(&sh.qb[(row + u * kLeanRowsAPass) * LS + col]) = rounded(qv[u]);
+    }
+}
+
+// The values scaled by beta f into qb, rounded to TF32 (step 4e's stage_scaled_values_lean, the same products).
+template <int Pad>
+__device__ inline void stage_scaled_values_rounded(const GdnParams & p, PrepRoundedShared<Pad> & sh, int b, int h, int t0,
+                                                   int L) {
+    constexpr int LS = Rows<Pad>::S;
+    const float * v0 = value_row(p, b, h, t0);
+    const int     tid = int(threadIdx.x);
+    if (!rows_of_float4(v0, p.v_s2)) {
+        for (int idx = tid; idx < kC * kS; idx += kPrepThreads) {
+            const int r = idx / kS, j = idx % kS;
+            const float x = r < L ? sh.beta[r] * sh.factor[r] * read_input(v0 + r * p.v_s2 + j) : 0.0f;
+            sh.qb[r * LS + j] = tf32(x);
+        }
+        return;
+    }
+    const int row = tid / kLeanRowPieces, col = 4 * (tid % kLeanRowPieces);
+    float4    vv[kLeanPasses];
+    load_rows_of_float4(v0, p.v_s2, L, vv);
+#pragma unroll
+    for (int u = 0; u < kLeanPasses; ++u) {
+        const int   r     = row + u * kLeanRowsAPass;
+        const bool  real  = r < L;
+        const float scale = real ? sh.beta[r] * sh.factor[r] : 0.0f;
+        *reinterpret_cast<float4 *>(&sh.qb[r * LS + col]) =
+            make_float4(real ? tf32(scale * vv[u].x) : 0.0f, real ? tf32(scale * vv[u].y) : 0.0f,
+                        real ? tf32(scale * vv[u].z) : 0.0f, real ? tf32(scale * vv[u].w) : 0.0f);
+    }
+}
+
+template <int Pad>
+__global__ void __launch_bounds__(kPrepThreads) chunked_gdn_tc_prep_rounded(GdnParams p, float * records, int sabotage) {
+    constexpr int LS = Rows<Pad>::S, LC = Rows<Pad>::C;
+    extern __shared__ __align__(128) unsigned char shared_prep_rounded[];
+    PrepRoundedShared<Pad> & sh = *reinterpret_cast<PrepRoundedShared<Pad> *>(shared_prep_rounded);
+    const int c = int(blockIdx.x), h = int(blockIdx.y), b = int(blockIdx.z);
+    const int tid = int(threadIdx.x), warp = tid / 32;
+    const int t0 = c * kC, L = p.T - t0 < kC ? p.T - t0 : kC;
+    float *   rec = records + record_index(p, b, h, c) * Record::floats;
+    const int row = tid / kLeanRowPieces, col = 4 * (tid % kLeanRowPieces);  // the element-wise passes' share
+
+    float4 kv[kLeanPasses], qv[kLeanPasses];
+    stage_prep_inputs_rounded(p, sh, b, h, t0, L, kv, qv);
+    __syncthreads();
+    if (tid < 32) {
+        scan_gates(sh, tid);
+        __syncwarp();
+        for (int r = tid; r < kC; r += 32) {
+            sh.row_q[r]    = expf(float(sh.G[r]));
+            sh.row_kend[r] = expf(float(sh.G[L - 1] - sh.G[r]));
+        }
+    } else if (tid >= 64 && tid < 64 + kC) {  // (from the rounded keys: only the sabotage reads them)
+        sh.factor[tid - 64] = sabotage_factor(sh, tid - 64, sabotage);
+    }
+    __syncthreads();
+
+    // G, e^G, Qe and Kend into the record, from the fp32 values in registers; the scaled keys kept there, rounded
+    if (tid < kC) {
+        reinterpret_cast<double *>(rec + Record::G)[tid] = sh.G[tid];
+        rec[Record::eG + tid] = tid < L ? float(exp(sh.G[tid])) : 0.0f;
+    }
+#pragma unroll
+    for (int u = 0; u < kLeanPasses; ++u) {
+        const int    r = row + u * kLeanRowsAPass;
+        const bool   real = r < L;
+        const float  fq = sh.row_q[r], fk = sh.row_kend[r];
+        const float  scale = real ? sh.beta[r] * sh.row_q[r] * sh.factor[r] : 0.0f;
+        const float4 q4 = qv[u], k4 = kv[u];
+        *reinterpret_cast<float4 *>(rec + Record::Qe + r * kS + col) =
+            make_float4(real ? fq * q4.x : 0.0f, real ? fq * q4.y : 0.0f, real ? fq * q4.z : 0.0f, real ? fq * q4.w : 0.0f);
+        *reinterpret_cast<float4 *>(rec + Record::Kend + r * kS + col) =
+            make_float4(real ? tf32(fk * k4.x) : 0.0f, real ? tf32(fk * k4.y) : 0.0f, real ? tf32(fk * k4.z) : 0.0f,
+                        real ? tf32(fk * k4.w) : 0.0f);
+        kv[u] = make_float4(real ? tf32(scale * k4.x) : 0.0f, real ? tf32(scale * k4.y) : 0.0f,
+                            real ? tf32(scale * k4.z) : 0.0f, real ? tf32(scale * k4.w) : 0.0f);
+    }
+
+    // K K^T (into A) and Q K^T (into the record) on and below the block diagonal: 12 tile pairs over the 8 warps
+    auto store_a = [&](int s, int m, float x0, float x1) {
+        const float a0 = m < s && s < L ? sh.beta[s] * expf(float(sh.G[s] - sh.G[m])) * x0 : 0.0f;
+        const float a1 = m + 1 < s && s < L ? sh.beta[s] * expf(float(sh.G[s] - sh.G[m + 1])) * x1 : 0.0f;
+        *reinterpret_cast<float2 *>(&sh.a[s * LC + m]) = make_float2(a0, a1);
+    };
+    auto store_qkm = [&](int r, int s, float x0, float x1) {
+        const float d0 = s <= r && r < L ? expf(float(sh.G[r] - sh.G[s])) : 0.0f;
+        const float d1 = s + 1 <= r && r < L ? expf(float(sh.G[r] - sh.G[s + 1])) : 0.0f;
+        *reinterpret_cast<float2 *>(rec + Record::QKm + r * kC + s) = make_float2(d0 * x0, d1 * x1);
+    };
+    for (int job = warp; job < 12; job += kPrepWarps) {
+        int tm = 0, tn0 = 0;
+        lower_tile_pair(job % 6, tm, tn0);
+        if (job < 6) {
+            tile_pair_product<kS / 8, LS, 1, 1, LS, false>(sh.k, sh.k, tm, tn0, store_a);
+        } else {
+            tile_pair_product<kS / 8, LS, 1, 1, LS, false>(sh.qb, sh.k, tm, tn0, store_qkm);
+        }
+    }
+    if (warp >= 4) {  // the warps with one pair: Q K^T's zero blocks (rows 0-31, columns 32-63) into the record
+        const int i = tid - 128, r = i / 4, s = 32 + 8 * (i % 4);
+        *reinterpret_cast<float4 *>(rec + Record::QKm + r * kC + s)     = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+        *reinterpret_cast<float4 *>(rec + Record::QKm + r * kC + s + 4) = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+    }
+    __syncthreads();  // the keys and queries are read: the scaled keys into qb, the keys' buffer the solve's scratch
+
+#pragma unroll
+    for (int u = 0; u < kLeanPasses; ++u) {
+        *reinterpret_cast<float4 *>(&sh.qb[(row + u * kLeanRowsAPass) * LS + col]) = kv[u];
+    }
+    invert_unit_lower_blocked(sh.a, sh.pinv, sh.k, tid, kPrepThreads, fusekit_gdn::CtaBarrier{}, 0, LC);
+
+    lower_times_rounded<LC, LS>(sh.pinv, sh.qb, [&](int r, int col2, float x0, float x1) {
+        *reinterpret_cast<float2 *>(rec + Record::W + r * kS + col2) = make_float2(tf32(x0), tf32(x1));
+    });
+    __syncthreads();
+    stage_scaled_values_rounded(p, sh, b, h, t0, L);
+    __syncthreads();
+    lower_times_rounded<LC, LS>(sh.pinv, sh.qb, [&](int r, int col2, float x0, float x1) {
+        *reinterpret_cast<float2 *>(rec + Record::U0 + r * kS + col2) = make_float2(x0, x1);
+    });
+}
+
 #endif  // __CUDACC__
 
 }  // namespace fusekit_gdn_tc

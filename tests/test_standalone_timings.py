@@ -457,3 +457,29 @@ def test_chunked_gdn_table_has_step_4e_prep_pass_alone_and_whole() -> None:
     alone = "step 4e: prep pass alone, lean addressing (2 CTA per SM)"
     whole = "step 4e: whole, with step 4c's chain of 2 warps and step 3f's output of 128 columns (2 CTA per SM)"
     assert table.rows[0][column[alone]] == "44.60" and table.rows[0][column[whole]] == "105.30"
+
+
+def test_chunked_gdn_table_has_step_4f_and_its_record_comparison() -> None:
+    """Step 4f's rows (written in session 41, not yet run) get their columns from the program's row names, and the row
+    comparing its record with step 4e's shows the floats that differ; a case without that row leaves the cell empty."""
+    data = json.loads(
+        (SESSION8.parent / "h100-2026-12-05-session40-prep-lean" / "chunked-gdn-standalone.json").read_text()
+    )
+    first = data["cases"][0]["what"]
+    template = next(
+        case for case in data["cases"] if case["what"] == f"{first} (step 4e, prep pass alone, lean addressing)"
+    )
+    alone = {**template, "what": f"{first} (step 4f, prep pass alone, operands rounded once, zero blocks skipped)"}
+    alone["prep_median_us"] = 40.25
+    comparison = {"what": f"{first} (step 4f record against step 4e's)", "T": 512, "B": 1, "K": 1}
+    comparison |= {"differing_floats": 3, "max_abs_difference": 0.0}
+    data["cases"] += [alone, comparison]
+    table = chunked_gdn_table("chunked-gdn-standalone.json", data)
+    assert table is not None
+    column = {header: i for i, header in enumerate(table.headers)}
+    step_4f = "step 4f: prep pass alone, operands rounded once, zero blocks skipped (2 CTA per SM)"
+    record = "step 4f record against step 4e's: floats differing (largest difference)"
+    assert table.rows[0][column[step_4f]] == "40.25"
+    assert table.rows[0][column[record]] == "3 (0.0e+00)"
+    assert table.rows[1][column[record]] == ""
+    assert "step 4f: " in table.caption and "under --sabotage" in table.caption
