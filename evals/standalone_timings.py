@@ -212,10 +212,20 @@ PASS_VARIANTS = {
         "fragment and the products' zero blocks skipped (step 4e's record value for value), timed alone (compare "
         "with step 4e's prep pass) or whole with step 4c's chain (compare with step 4e whole)",
     ),
+    " (step 4g, ": (
+        "step 4g",
+        ("output_median_us", "median_us"),
+        "step 4g: step 3f's output pass of 128 columns with its staging at compile-time offsets and its result "
+        "stored from the fragments (step 3f's outputs bit for bit), timed alone (compare with step 3f's output pass) "
+        "or whole after step 4f's prep pass and step 4c's chain (compare with step 4f whole)",
+    ),
 }
 
-# The row the program adds after step 4f's: its record against step 4e's, float for float.
-RECORD_COMPARISON = " (step 4f record against step 4e's)"
+# Rows comparing an experiment's output with that of the pass it replaces, float for float: suffix -> column.
+RUN_COMPARISONS = {
+    " (step 4f record against step 4e's)": "step 4f record against step 4e's: floats differing (largest difference)",
+    " (step 4g output against step 3f's)": "step 4g output against step 3f's: floats differing (largest difference)",
+}
 
 
 def _variant_us(entry: dict[str, Any], keys: tuple[str, ...]) -> float:
@@ -257,10 +267,11 @@ def chunked_gdn_table(source: str, data: dict[str, Any]) -> TimingTable | None:
         label = PASS_VARIANTS[marker][0]
         headers.append(f"{label}: {variant}" + (f" ({ctas} CTA per SM)" if ctas is not None else ""))
     compared = {
-        case["what"].removesuffix(RECORD_COMPARISON): case for case in cases if case["what"].endswith(RECORD_COMPARISON)
+        suffix: {case["what"].removesuffix(suffix): case for case in cases if case["what"].endswith(suffix)}
+        for suffix in RUN_COMPARISONS
     }
-    if compared:
-        headers.append("step 4f record against step 4e's: floats differing (largest difference)")
+    compared = {suffix: entries for suffix, entries in compared.items() if entries}
+    headers += [RUN_COMPARISONS[suffix] for suffix in compared]
     rows = []
     for case in cases:
         two = step_2a.get(case["what"])
@@ -279,8 +290,8 @@ def chunked_gdn_table(source: str, data: dict[str, Any]) -> TimingTable | None:
         for (marker, _), entries in variants.items():
             entry = entries.get(case["what"])
             row.append(_us({"us": _variant_us(entry, PASS_VARIANTS[marker][1]), "ok": entry["ok"]}) if entry else "")
-        if compared:
-            same = compared.get(case["what"])
+        for entries in compared.values():
+            same = entries.get(case["what"])
             row.append(f"{same['differing_floats']} ({same['max_abs_difference']:.1e})" if same else "")
         rows.append(row)
     stock = data.get("stock_serial_us_t4096_h200")
@@ -297,8 +308,8 @@ def chunked_gdn_table(source: str, data: dict[str, Any]) -> TimingTable | None:
         caption += "; " + PASS_VARIANTS[marker][2]
     if compared:
         caption += (
-            "; step 4f's record against step 4e's: the floats of the workspace that differ after each prep pass alone "
-            "(under --sabotage the sabotaged record against the clean one)"
+            "; the comparisons: the floats that differ between an experiment's output and that of the pass it "
+            "replaces, each run into a NaN-poisoned buffer (under --sabotage the sabotaged run against the clean one)"
         )
     if stock:
         caption += (

@@ -470,28 +470,70 @@ using WholeLeanPrep2 = PrepLeanVariant<true, 2>;
 using PrepRounded       = PrepLeanVariant<false, 2, true>;
 using WholeRoundedPrep2 = PrepLeanVariant<true, 2, true>;
 
-// Step 4f's record against step 4e's, element by element as floats (equal values, a signed zero aside): how many of
-// the workspace's floats differ and the largest difference. Each prep pass writes into a buffer poisoned with NaN
-// first, so a float neither writes compares equal (NaN against NaN) and one only one of them writes does not.
-struct RecordComparison {
+// Step 4g: step 3f's output pass (128 columns) with its staging at compile-time offsets and its result stored from
+// the fragments; checked whole after step 4f's prep pass and step 4c's chain of 2 warps, timed alone (the output pass)
+// or whole (the three passes).
+void launch_output_lean(const GdnParams & p, const float * records, const float * states) {
+    using namespace fusekit_gdn_tc;
+    const dim3 grid(unsigned(chunk_count(p.T)), unsigned(p.H_v), unsigned(p.B));
+    chunked_gdn_tc_output_lean<kPadBanks><<<grid, kStateThreads, output_shared_bytes<kPadBanks, kS>()>>>(p, records, states);
+}
+template <bool Whole> struct OutputLeanVariant {
+    static constexpr int          Pad   = fusekit_gdn_tc::kPadBanks;
+    static constexpr const char * kStep = "step 4g";
+    static constexpr const char * kPass = Whole ? "whole" : "output pass";
+    static constexpr const char * kKey  = Whole ? "median_us" : "output_median_us";
+    static void allow() {
+        using namespace fusekit_gdn_tc;
+        CHECK(cudaFuncSetAttribute(chunked_gdn_tc_output_lean<Pad>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                   int(output_shared_bytes<Pad, kS>())));
+        WholeRoundedPrep2::allow();
+    }
+    static int ctas_per_sm() {
+        using namespace fusekit_gdn_tc;
+        int ctas = 0;
+        CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&ctas, chunked_gdn_tc_output_lean<Pad>, kStateThreads,
+                                                            output_shared_bytes<Pad, kS>()));
+        return ctas;
+    }
+    static void split(const GdnParams & p, float * records, float * states, int sabotage) {
+        launch_prep_rounded<Pad>(p, records, sabotage);
+        launch_chain_lean<2, false>(p, records, states);
+        launch_output_lean(p, records, states);
+    }
+    static void timed(const GdnParams & p, float * records, float * states) {
+        if constexpr (Whole) {
+            split(p, records, states, 0);
+        } else {
+            launch_output_lean(p, records, states);
+        }
+    }
+};
+using OutputLean      = OutputLeanVariant<false>;
+using WholeOutputLean = OutputLeanVariant<true>;
+
+// Two runs of the same buffer compared element by element as floats (equal values, a signed zero aside): how many
+// differ and the largest difference. Each run writes into the buffer poisoned with NaN first, so a float neither writes
+// compares equal (NaN against NaN) and one only one of them writes does not.
+struct RunComparison {
     long long differing = 0;
     double    max_abs   = 0;
 };
-RecordComparison compare_prep_records(const GdnParams & p, float * records, int sabotage) {
-    const size_t       floats = size_t(fusekit_gdn_tc::workspace_floats(p));
-    std::vector<float> lean(floats), rounded(floats);
+template <typename First, typename Second>
+RunComparison compare_runs(float * buffer, size_t floats, First first, Second second) {
+    std::vector<float> one(floats), two(floats);
     auto run = [&](auto launch, std::vector<float> & host) {
-        CHECK(cudaMemset(records, 0xff, floats * sizeof(float)));
+        CHECK(cudaMemset(buffer, 0xff, floats * sizeof(float)));
         launch();
         CHECK(cudaGetLastError());
         CHECK(cudaDeviceSynchronize());
-        CHECK(cudaMemcpy(host.data(), records, floats * sizeof(float), cudaMemcpyDeviceToHost));
+        CHECK(cudaMemcpy(host.data(), buffer, floats * sizeof(float), cudaMemcpyDeviceToHost));
     };
-    run([&] { launch_prep_lean<fusekit_gdn_tc::kPadBanks>(p, records, 0); }, lean);
-    run([&] { launch_prep_rounded<fusekit_gdn_tc::kPadBanks>(p, records, sabotage); }, rounded);
-    RecordComparison cmp;
+    run(first, one);
+    run(second, two);
+    RunComparison cmp;
     for (size_t i = 0; i < floats; ++i) {
-        const float a = lean[i], b = rounded[i];
+        const float a = one[i], b = two[i];
         if (a == b || (std::isnan(a) && std::isnan(b))) {
             continue;
         }
@@ -590,6 +632,8 @@ int main(int argc, char ** argv) {
     WholeLeanPrep2::allow();
     PrepRounded::allow();
     WholeRoundedPrep2::allow();
+    OutputLean::allow();
+    WholeOutputLean::allow();
     std::printf("step 3d prep pass: %d CTA(s) per SM; step 3f output passes: 128 columns: %d, 64 columns: %d\n",
                 PrepMma::ctas_per_sm(), OutputMma::ctas_per_sm(), OutputMma64::ctas_per_sm());
     const int prep_ctas = prep_ctas_per_sm<fusekit_gdn_tc::kPadNone>();
@@ -776,15 +820,31 @@ int main(int argc, char ** argv) {
         pass_variant(WholeLeanPrep2{}, "whole, with step 4c's chain of 2 warps and step 3f's output of 128 columns");
         pass_variant(PrepRounded{}, "prep pass alone, operands rounded once, zero blocks skipped");
         pass_variant(WholeRoundedPrep2{}, "whole, with step 4c's chain of 2 warps and step 3f's output of 128 columns");
-        {  // step 4f's record against step 4e's (under --sabotage: the sabotaged record against the clean one)
-            const RecordComparison cmp = compare_prep_records(p, d_records, sabotage ? kSabotageMaskDiagonal : kSabotageNone);
-            std::printf("  step 4f's record against step 4e's: %lld floats differ, largest difference %.3e\n",
-                        cmp.differing, cmp.max_abs);
+        pass_variant(OutputLean{}, "output of 128 columns, lean staging, stored from the fragments");
+        pass_variant(WholeOutputLean{}, "whole, with step 4f's prep pass and step 4c's chain of 2 warps");
+        // steps 4f and 4g against the passes they replace, float for float (under --sabotage: the sabotaged run
+        // against the clean one)
+        auto compared = [&](const char * what, const RunComparison & cmp) {
+            std::printf("  %s: %lld floats differ, largest difference %.3e\n", what, cmp.differing, cmp.max_abs);
             std::snprintf(row, sizeof(row),
-                          ", {\"what\": \"%s (step 4f record against step 4e's)\", \"T\": %d, \"B\": %d, \"K\": %d, "
-                          "\"differing_floats\": %lld, \"max_abs_difference\": %.3e}",
-                          c.what, c.T, c.B, c.K, cmp.differing, cmp.max_abs);
+                          ", {\"what\": \"%s (%s)\", \"T\": %d, \"B\": %d, \"K\": %d, \"differing_floats\": %lld, "
+                          "\"max_abs_difference\": %.3e}",
+                          c.what, what, c.T, c.B, c.K, cmp.differing, cmp.max_abs);
             json += row;
+        };
+        {
+            using namespace fusekit_gdn_tc;
+            const int sab = sabotage ? kSabotageMaskDiagonal : kSabotageNone;
+            compared("step 4f record against step 4e's",
+                     compare_runs(d_records, size_t(workspace_floats(p)), [&] { launch_prep_lean<kPadBanks>(p, d_records, 0); },
+                                  [&] { launch_prep_rounded<kPadBanks>(p, d_records, sab); }));
+            compared("step 4g output against step 3f's",
+                     compare_runs(d_dst, out.size(), [&] { PrepLean::split(p, d_records, d_states, 0); },
+                                  [&] {
+                                      launch_prep_lean<kPadBanks>(p, d_records, sab);
+                                      launch_chain_lean<2, false>(p, d_records, d_states);
+                                      launch_output_lean(p, d_records, d_states);
+                                  }));
         }
         CHECK(cudaFree(d_states));
         CHECK(cudaFree(d_records));

@@ -766,6 +766,101 @@ __global__ void __launch_bounds__(kPrepThreads) chunked_gdn_tc_prep_rounded(GdnP
     });
 }
 
+// Step 4g (session 41, written without a GPU: not yet run): step 3f's output pass of 128 columns
+// (chunked_gdn_tc_output<Pad, kS, 1, true, false>, what fusion-4's glue runs) with its staging at compile-time offsets
+// and its result stored from the fragments. Static SASS of step 3f (results/cpu-2026-12-05-session41-static-sass/):
+// of its 1,904 instructions, about 540 are the staging loops' index arithmetic (a runtime blockDim.x: the division of
+// each quad's index into row and column, 64-bit addresses) and its last loop runs 32 times a thread, each store with
+// its own 64-bit index into dst, after a round trip of the result tiles through shared memory behind two barriers.
+// Here:
+//   - S0 and U are staged as step 4e stages its rows: thread tid takes the 16-byte quad tid % 32 of rows tid / 32 +
+//     8 u, all of an operand's loads in flight before any store, rounded to TF32 where stored (as step 3f);
+//   - the products are step 3f's (mma_global_rows_shared, the same operands in the same order: the same sums);
+//   - each lane stores its C fragments' element pairs times scale straight to dst (8-byte stores; a quad of lanes
+//     writes 32 contiguous bytes of a row), rows past the chunk's end skipped: no result tiles in shared memory, one
+//     barrier instead of three.
+// The outputs should be step 3f's bit for bit (the check program compares them). Prediction (before any run): 0.7-0.8x
+// step 3f's warp instructions; the output pass alone at T = 512 on the H100 26-28 us (step 3f about 30), T = 4096
+// 0.85-0.95x step 3f's; whole with step 4f's prep and step 4c's chain 95-100 us at T = 512.
+constexpr int kOutRowsAPass = kStateThreads / kLeanRowPieces;  // rows of 128 floats a pass of the CTA covers
+
+// Rows rows of kS floats from src (rows kS apart) into shared rows LS apart, rounded to TF32, every load in flight
+// before the first store; thread tid's share: quad tid % 32 of rows tid / 32 + 8 u.
+template <int Rows, int LS> __device__ __forceinline__ void stage_rows_rounded(float * dst, const float * src) {
+    static_assert(Rows % kOutRowsAPass == 0, "whole passes");
+    constexpr int Passes = Rows / kOutRowsAPass;
+    const int     tid = int(threadIdx.x), row = tid / kLeanRowPieces, col = 4 * (tid % kLeanRowPieces);
+    const float * from = src + row * kS + col;
+    float *       to   = dst + row * LS + col;
+    float4        v[Passes];
+#pragma unroll
+    for (int u = 0; u < Passes; ++u) {
+        v[u] = __ldca(reinterpret_cast<const float4 *>(from + u * kOutRowsAPass * kS));
+    }
+#pragma unroll
+    for (int u = 0; u < Passes; ++u) {
+        *reinterpret_cast<float4 *>(to + u * kOutRowsAPass * LS) =
+            make_float4(tf32(v[u].x), tf32(v[u].y), tf32(v[u].z), tf32(v[u].w));
+    }
+}
+
+template <int Pad>
+__global__ void __launch_bounds__(kStateThreads) chunked_gdn_tc_output_lean(GdnParams p, const float * records,
+                                                                             const float * states) {
+    constexpr int LS         = OutputShared<Pad, kS>::LD;
+    constexpr int kWarpTiles = kS / 32;  // two warps a row tile, 4 column tiles each
+    static_assert(kStateThreads == 256, "8 warps: 4 row tiles, 2 halves of the columns");
+    extern __shared__ __align__(128) unsigned char shared_output_lean[];
+    OutputShared<Pad, kS> & sh = *reinterpret_cast<OutputShared<Pad, kS> *>(shared_output_lean);
+    const int     c = int(blockIdx.x), h = int(blockIdx.y), b = int(blockIdx.z);
+    const int     tid = int(threadIdx.x);
+    const float * rec = records + record_index(p, b, h, c) * Record::floats;
+    const float * st  = states + record_index(p, b, h, c) * kS * kS;
+    const int     t0 = c * kC, L = p.T - t0 < kC ? p.T - t0 : kC;
+    stage_rows_rounded<kS, LS>(sh.s0, st);
+    stage_rows_rounded<kC, LS>(sh.u, rec + Record::U0);
+    __syncthreads();
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+    const int tm = (tid / 32) / 2, tn0 = kWarpTiles * ((tid / 32) % 2);
+    const int group = (tid % 32) / 4, t = tid % 4;
+    float     acc[kWarpTiles][2][4] = {};
+    mma_global_rows_shared<kS / 8, kS, LS, kWarpTiles, true>(rec + Record::Qe + (tm * 16 + group) * kS + t,
+                                                             sh.s0 + t * LS + tn0 * 16 + group, acc);  // Qe S0
+    mma_global_rows_shared<kC / 8, kC, LS, kWarpTiles, true>(rec + Record::QKm + (tm * 16 + group) * kC + t,
+                                                             sh.u + t * LS + tn0 * 16 + group, acc);  // QKm U
+    // rows r and r + 8 of the lane, its first column; every other element at a fixed offset from these
+    const int     r      = tm * 16 + group;
+    const int64_t stride = int64_t(p.H_v) * kS;  // floats from a token's output row to the next token's
+    float *       row0   = p.dst + ((int64_t(b) * p.T + t0 + r) * p.H_v + h) * kS + tn0 * 16 + 2 * t;
+    float *       row8   = row0 + 8 * stride;
+    const bool    pairs  = reinterpret_cast<uintptr_t>(p.dst) % 8 == 0;  // every pair then 8-byte aligned
+#pragma unroll
+    for (int tile = 0; tile < kWarpTiles; ++tile) {
+#pragma unroll
+        for (int half = 0; half < 2; ++half) {
+            const int    at = tile * 16 + half * 8;
+            const float * x = acc[tile][half];
+            if (r < L) {
+                if (pairs) {
+                    *reinterpret_cast<float2 *>(row0 + at) = make_float2(x[0] * p.scale, x[1] * p.scale);
+                } else {
+                    row0[at]     = x[0] * p.scale;
+                    row0[at + 1] = x[1] * p.scale;
+                }
+            }
+            if (r + 8 < L) {
+                if (pairs) {
+                    *reinterpret_cast<float2 *>(row8 + at) = make_float2(x[2] * p.scale, x[3] * p.scale);
+                } else {
+                    row8[at]     = x[2] * p.scale;
+                    row8[at + 1] = x[3] * p.scale;
+                }
+            }
+        }
+    }
+#endif
+}
+
 #endif  // __CUDACC__
 
 }  // namespace fusekit_gdn_tc

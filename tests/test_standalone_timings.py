@@ -459,9 +459,10 @@ def test_chunked_gdn_table_has_step_4e_prep_pass_alone_and_whole() -> None:
     assert table.rows[0][column[alone]] == "44.60" and table.rows[0][column[whole]] == "105.30"
 
 
-def test_chunked_gdn_table_has_step_4f_and_its_record_comparison() -> None:
-    """Step 4f's rows (written in session 41, not yet run) get their columns from the program's row names, and the row
-    comparing its record with step 4e's shows the floats that differ; a case without that row leaves the cell empty."""
+def test_chunked_gdn_table_has_steps_4f_4g_and_their_comparisons() -> None:
+    """Steps 4f and 4g (written in session 41, not yet run) get their columns from the program's row names, and the
+    rows comparing their outputs with the passes they replace show the floats that differ; a case without such a row
+    leaves the cell empty."""
     data = json.loads(
         (SESSION8.parent / "h100-2026-12-05-session40-prep-lean" / "chunked-gdn-standalone.json").read_text()
     )
@@ -471,15 +472,21 @@ def test_chunked_gdn_table_has_step_4f_and_its_record_comparison() -> None:
     )
     alone = {**template, "what": f"{first} (step 4f, prep pass alone, operands rounded once, zero blocks skipped)"}
     alone["prep_median_us"] = 40.25
+    output = {**template, "what": f"{first} (step 4g, output of 128 columns, lean staging, stored from the fragments)"}
+    output.pop("prep_median_us")
+    output["output_median_us"] = 26.5
     comparison = {"what": f"{first} (step 4f record against step 4e's)", "T": 512, "B": 1, "K": 1}
     comparison |= {"differing_floats": 3, "max_abs_difference": 0.0}
-    data["cases"] += [alone, comparison]
+    outputs = {**comparison, "what": f"{first} (step 4g output against step 3f's)", "differing_floats": 0}
+    data["cases"] += [alone, output, comparison, outputs]
     table = chunked_gdn_table("chunked-gdn-standalone.json", data)
     assert table is not None
     column = {header: i for i, header in enumerate(table.headers)}
     step_4f = "step 4f: prep pass alone, operands rounded once, zero blocks skipped (2 CTA per SM)"
     record = "step 4f record against step 4e's: floats differing (largest difference)"
-    assert table.rows[0][column[step_4f]] == "40.25"
-    assert table.rows[0][column[record]] == "3 (0.0e+00)"
+    step_4g = "step 4g: output of 128 columns, lean staging, stored from the fragments (2 CTA per SM)"
+    same_output = "step 4g output against step 3f's: floats differing (largest difference)"
+    assert table.rows[0][column[step_4f]] == "40.25" and table.rows[0][column[step_4g]] == "26.50"
+    assert table.rows[0][column[record]] == "3 (0.0e+00)" and table.rows[0][column[same_output]] == "0 (0.0e+00)"
     assert table.rows[1][column[record]] == ""
-    assert "step 4f: " in table.caption and "under --sabotage" in table.caption
+    assert "step 4f: " in table.caption and "step 4g: " in table.caption and "under --sabotage" in table.caption
