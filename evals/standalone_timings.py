@@ -124,7 +124,7 @@ def _three_pass_columns(label: str, entries: dict[str, dict[str, Any]]) -> tuple
 # 3h the chain (on mma.sync, B operands from TF32 copies), step 3d the prep pass (timed alone, or whole with the chain
 # and the output pass its row names), step 3i the same with the record's Qe and QKm in TF32; steps 4a-4d (sessions
 # 38-40) the chain with the state in registers and its variants, timed alone or whole; steps 4e and 4f (sessions 40-41)
-# the prep pass, alone or whole.
+# the prep pass, alone or whole; step 4g (session 41) the output pass; step 5a (session 41) two passes.
 PASS_VARIANTS = {
     " (step 2d, ": (
         "step 2d chain",
@@ -218,6 +218,13 @@ PASS_VARIANTS = {
         "step 4g: step 3f's output pass of 128 columns with its staging at compile-time offsets and its result "
         "stored from the fragments (step 3f's outputs bit for bit), timed alone (compare with step 3f's output pass) "
         "or whole after step 4f's prep pass and step 4c's chain (compare with step 4f whole)",
+    ),
+    " (step 5a, ": (
+        "step 5a",
+        ("chain_median_us", "median_us"),
+        "step 5a: two passes, step 4f's prep pass (Qe and QKm stored in TF32) and a chain that computes the outputs "
+        "too, timed as the chain alone (compare with step 4c's chain plus step 3f's output pass) or whole (compare "
+        "with step 4g whole)",
     ),
 }
 

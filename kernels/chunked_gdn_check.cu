@@ -26,7 +26,8 @@
 #include "fusekit-chunked-gdn.cuh"
 #include "fusekit-chunked-gdn-tc.cuh"
 #include "fusekit-chunked-gdn-regs.cuh"  // step 4a
-#include "fusekit-chunked-gdn-lean.cuh"  // step 4c
+#include "fusekit-chunked-gdn-lean.cuh"  // steps 4c-4g
+#include "fusekit-chunked-gdn-fused.cuh"  // step 5a
 #include "standalone.cuh"
 
 #include <algorithm>
@@ -417,10 +418,11 @@ template <int Pad> void launch_prep_lean(const GdnParams & p, float * records, i
 }
 // Step 4f: step 4e's record with the operands rounded once where staged, tiles sharing their A fragment and the zero
 // blocks skipped; checked whole with step 4c's chain of Warps warps and step 3f's output pass, timed alone or whole.
-template <int Pad> void launch_prep_rounded(const GdnParams & p, float * records, int sabotage) {
+template <int Pad, bool RoundQe = false> void launch_prep_rounded(const GdnParams & p, float * records, int sabotage) {
     using namespace fusekit_gdn_tc;
     const dim3 prep_grid(unsigned(chunk_count(p.T)), unsigned(p.H_v), unsigned(p.B));
-    chunked_gdn_tc_prep_rounded<Pad><<<prep_grid, kPrepThreads, prep_rounded_shared_bytes<Pad>()>>>(p, records, sabotage);
+    chunked_gdn_tc_prep_rounded<Pad, RoundQe>
+        <<<prep_grid, kPrepThreads, prep_rounded_shared_bytes<Pad>()>>>(p, records, sabotage);
 }
 // Rounded: step 4f's prep pass in step 4e's place.
 template <bool Whole, int Warps, bool Rounded = false> struct PrepLeanVariant {
@@ -511,6 +513,47 @@ template <bool Whole> struct OutputLeanVariant {
 };
 using OutputLean      = OutputLeanVariant<false>;
 using WholeOutputLean = OutputLeanVariant<true>;
+
+// Step 5a: two passes, step 4f's prep pass storing Qe and QKm in TF32 and a chain of 2 warps that computes the outputs
+// too; checked whole, timed as the chain alone (it reads the records only, so every call is the same) or whole.
+void launch_chain_output(const GdnParams & p, const float * records) {
+    using namespace fusekit_gdn_tc;
+    const dim3 grid(unsigned(kS / 32), unsigned(p.H_v), unsigned(p.B));
+    chunked_gdn_tc_chain_output<2><<<grid, 64, chain_output_shared_bytes<2>()>>>(p, records);
+}
+template <bool Whole> struct FusedVariant {
+    static constexpr int          Pad   = fusekit_gdn_tc::kPadBanks;
+    static constexpr const char * kStep = "step 5a";
+    static constexpr const char * kPass = Whole ? "whole" : "chain";
+    static constexpr const char * kKey  = Whole ? "median_us" : "chain_median_us";
+    static void allow() {
+        using namespace fusekit_gdn_tc;
+        CHECK(cudaFuncSetAttribute(chunked_gdn_tc_prep_rounded<Pad, true>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                   int(prep_rounded_shared_bytes<Pad>())));
+        CHECK(cudaFuncSetAttribute(chunked_gdn_tc_chain_output<2>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                   int(chain_output_shared_bytes<2>())));
+    }
+    static int ctas_per_sm() {
+        using namespace fusekit_gdn_tc;
+        int ctas = 0;
+        CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&ctas, chunked_gdn_tc_chain_output<2>, 64,
+                                                            chain_output_shared_bytes<2>()));
+        return ctas;
+    }
+    static void split(const GdnParams & p, float * records, float *, int sabotage) {
+        launch_prep_rounded<Pad, true>(p, records, sabotage);
+        launch_chain_output(p, records);
+    }
+    static void timed(const GdnParams & p, float * records, float * states) {
+        if constexpr (Whole) {
+            split(p, records, states, 0);
+        } else {
+            launch_chain_output(p, records);
+        }
+    }
+};
+using FusedChain = FusedVariant<false>;
+using FusedWhole = FusedVariant<true>;
 
 // Two runs of the same buffer compared element by element as floats (equal values, a signed zero aside): how many
 // differ and the largest difference. Each run writes into the buffer poisoned with NaN first, so a float neither writes
@@ -634,6 +677,8 @@ int main(int argc, char ** argv) {
     WholeRoundedPrep2::allow();
     OutputLean::allow();
     WholeOutputLean::allow();
+    FusedChain::allow();
+    FusedWhole::allow();
     std::printf("step 3d prep pass: %d CTA(s) per SM; step 3f output passes: 128 columns: %d, 64 columns: %d\n",
                 PrepMma::ctas_per_sm(), OutputMma::ctas_per_sm(), OutputMma64::ctas_per_sm());
     const int prep_ctas = prep_ctas_per_sm<fusekit_gdn_tc::kPadNone>();
@@ -822,6 +867,8 @@ int main(int argc, char ** argv) {
         pass_variant(WholeRoundedPrep2{}, "whole, with step 4c's chain of 2 warps and step 3f's output of 128 columns");
         pass_variant(OutputLean{}, "output of 128 columns, lean staging, stored from the fragments");
         pass_variant(WholeOutputLean{}, "whole, with step 4f's prep pass and step 4c's chain of 2 warps");
+        pass_variant(FusedChain{}, "the chain computing the outputs, 2 warps of 16 columns a CTA");
+        pass_variant(FusedWhole{}, "whole in two passes, with step 4f's prep pass storing Qe and QKm in TF32");
         // steps 4f and 4g against the passes they replace, float for float (under --sabotage: the sabotaged run
         // against the clean one)
         auto compared = [&](const char * what, const RunComparison & cmp) {

@@ -675,7 +675,9 @@ __device__ inline void stage_scaled_values_rounded(const GdnParams & p, PrepRoun
     }
 }
 
-template <int Pad>
+// RoundQe (step 5a's prep pass): the record's Qe and QKm stored rounded to TF32 too, for a chain that reads them as
+// B operands without rounding (the output passes round them again: the same values).
+template <int Pad, bool RoundQe = false>
 __global__ void __launch_bounds__(kPrepThreads) chunked_gdn_tc_prep_rounded(GdnParams p, float * records, int sabotage) {
     constexpr int LS = Rows<Pad>::S, LC = Rows<Pad>::C;
     extern __shared__ __align__(128) unsigned char shared_prep_rounded[];
@@ -713,8 +715,9 @@ __global__ void __launch_bounds__(kPrepThreads) chunked_gdn_tc_prep_rounded(GdnP
         const float  fq = sh.row_q[r], fk = sh.row_kend[r];
         const float  scale = real ? sh.beta[r] * sh.row_q[r] * sh.factor[r] : 0.0f;
         const float4 q4 = qv[u], k4 = kv[u];
+        auto qe = [&](float x) { return RoundQe ? tf32(fq * x) : fq * x; };
         *reinterpret_cast<float4 *>(rec + Record::Qe + r * kS + col) =
-            make_float4(real ? fq * q4.x : 0.0f, real ? fq * q4.y : 0.0f, real ? fq * q4.z : 0.0f, real ? fq * q4.w : 0.0f);
+            make_float4(real ? qe(q4.x) : 0.0f, real ? qe(q4.y) : 0.0f, real ? qe(q4.z) : 0.0f, real ? qe(q4.w) : 0.0f);
         *reinterpret_cast<float4 *>(rec + Record::Kend + r * kS + col) =
             make_float4(real ? tf32(fk * k4.x) : 0.0f, real ? tf32(fk * k4.y) : 0.0f, real ? tf32(fk * k4.z) : 0.0f,
                         real ? tf32(fk * k4.w) : 0.0f);
@@ -731,7 +734,8 @@ __global__ void __launch_bounds__(kPrepThreads) chunked_gdn_tc_prep_rounded(GdnP
     auto store_qkm = [&](int r, int s, float x0, float x1) {
         const float d0 = s <= r && r < L ? expf(float(sh.G[r] - sh.G[s])) : 0.0f;
         const float d1 = s + 1 <= r && r < L ? expf(float(sh.G[r] - sh.G[s + 1])) : 0.0f;
-        *reinterpret_cast<float2 *>(rec + Record::QKm + r * kC + s) = make_float2(d0 * x0, d1 * x1);
+        *reinterpret_cast<float2 *>(rec + Record::QKm + r * kC + s) =
+            RoundQe ? make_float2(tf32(d0 * x0), tf32(d1 * x1)) : make_float2(d0 * x0, d1 * x1);
     };
     for (int job = warp; job < 12; job += kPrepWarps) {
         int tm = 0, tn0 = 0;

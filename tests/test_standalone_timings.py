@@ -459,8 +459,8 @@ def test_chunked_gdn_table_has_step_4e_prep_pass_alone_and_whole() -> None:
     assert table.rows[0][column[alone]] == "44.60" and table.rows[0][column[whole]] == "105.30"
 
 
-def test_chunked_gdn_table_has_steps_4f_4g_and_their_comparisons() -> None:
-    """Steps 4f and 4g (written in session 41, not yet run) get their columns from the program's row names, and the
+def test_chunked_gdn_table_has_steps_4f_to_5a_and_their_comparisons() -> None:
+    """Steps 4f, 4g and 5a (written in session 41, not yet run) get their columns from the program's row names, and the
     rows comparing their outputs with the passes they replace show the floats that differ; a case without such a row
     leaves the cell empty."""
     data = json.loads(
@@ -478,7 +478,10 @@ def test_chunked_gdn_table_has_steps_4f_4g_and_their_comparisons() -> None:
     comparison = {"what": f"{first} (step 4f record against step 4e's)", "T": 512, "B": 1, "K": 1}
     comparison |= {"differing_floats": 3, "max_abs_difference": 0.0}
     outputs = {**comparison, "what": f"{first} (step 4g output against step 3f's)", "differing_floats": 0}
-    data["cases"] += [alone, output, comparison, outputs]
+    fused = {**template, "what": f"{first} (step 5a, whole in two passes, with step 4f's prep pass storing Qe and QKm)"}
+    fused.pop("prep_median_us")
+    fused["median_us"] = 84.0
+    data["cases"] += [alone, output, comparison, outputs, fused]
     table = chunked_gdn_table("chunked-gdn-standalone.json", data)
     assert table is not None
     column = {header: i for i, header in enumerate(table.headers)}
@@ -489,4 +492,7 @@ def test_chunked_gdn_table_has_steps_4f_4g_and_their_comparisons() -> None:
     assert table.rows[0][column[step_4f]] == "40.25" and table.rows[0][column[step_4g]] == "26.50"
     assert table.rows[0][column[record]] == "3 (0.0e+00)" and table.rows[0][column[same_output]] == "0 (0.0e+00)"
     assert table.rows[1][column[record]] == ""
+    step_5a = "step 5a: whole in two passes, with step 4f's prep pass storing Qe and QKm (2 CTA per SM)"
+    assert table.rows[0][column[step_5a]] == "84.00"
     assert "step 4f: " in table.caption and "step 4g: " in table.caption and "under --sabotage" in table.caption
+    assert "step 5a: two passes" in table.caption
