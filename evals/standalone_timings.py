@@ -235,6 +235,15 @@ RUN_COMPARISONS = {
 }
 
 
+def _comparison_cell(entry: dict[str, Any] | None) -> str:
+    """Floats differing (largest difference), and how many only one run wrote; empty without a comparison row."""
+    if entry is None:
+        return ""
+    cell = f"{entry['differing_floats']} ({entry['max_abs_difference']:.1e})"
+    one_sided = entry.get("one_sided_floats", 0)
+    return cell + (f", **{one_sided} written by one run only**" if one_sided else "")
+
+
 def _variant_us(entry: dict[str, Any], keys: tuple[str, ...]) -> float:
     """The time of a pass-variant entry: its first key present."""
     return next(entry[key] for key in keys if key in entry)
@@ -298,8 +307,7 @@ def chunked_gdn_table(source: str, data: dict[str, Any]) -> TimingTable | None:
             entry = entries.get(case["what"])
             row.append(_us({"us": _variant_us(entry, PASS_VARIANTS[marker][1]), "ok": entry["ok"]}) if entry else "")
         for entries in compared.values():
-            same = entries.get(case["what"])
-            row.append(f"{same['differing_floats']} ({same['max_abs_difference']:.1e})" if same else "")
+            row.append(_comparison_cell(entries.get(case["what"])))
         rows.append(row)
     stock = data.get("stock_serial_us_t4096_h200")
     caption = (

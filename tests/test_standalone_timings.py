@@ -478,10 +478,13 @@ def test_chunked_gdn_table_has_steps_4f_to_5a_and_their_comparisons() -> None:
     comparison = {"what": f"{first} (step 4f record against step 4e's)", "T": 512, "B": 1, "K": 1}
     comparison |= {"differing_floats": 3, "max_abs_difference": 0.0}
     outputs = {**comparison, "what": f"{first} (step 4g output against step 3f's)", "differing_floats": 0}
+    last = [case["what"] for case in data["cases"] if "H_k" in case][-1]  # the program's last case
+    second_outputs = {**outputs, "what": f"{last} (step 4g output against step 3f's)"}
+    second_outputs |= {"differing_floats": 5, "one_sided_floats": 2}
     fused = {**template, "what": f"{first} (step 5a, whole in two passes, with step 4f's prep pass storing Qe and QKm)"}
     fused.pop("prep_median_us")
     fused["median_us"] = 84.0
-    data["cases"] += [alone, output, comparison, outputs, fused]
+    data["cases"] += [alone, output, comparison, outputs, fused, second_outputs]
     table = chunked_gdn_table("chunked-gdn-standalone.json", data)
     assert table is not None
     column = {header: i for i, header in enumerate(table.headers)}
@@ -492,6 +495,7 @@ def test_chunked_gdn_table_has_steps_4f_to_5a_and_their_comparisons() -> None:
     assert table.rows[0][column[step_4f]] == "40.25" and table.rows[0][column[step_4g]] == "26.50"
     assert table.rows[0][column[record]] == "3 (0.0e+00)" and table.rows[0][column[same_output]] == "0 (0.0e+00)"
     assert table.rows[1][column[record]] == ""
+    assert table.rows[-1][column[same_output]] == "5 (0.0e+00), **2 written by one run only**"
     step_5a = "step 5a: whole in two passes, with step 4f's prep pass storing Qe and QKm (2 CTA per SM)"
     assert table.rows[0][column[step_5a]] == "84.00"
     assert "step 4f: " in table.caption and "step 4g: " in table.caption and "under --sabotage" in table.caption
