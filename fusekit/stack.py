@@ -9,6 +9,7 @@ from pathlib import Path
 
 from .errors import FusekitError
 from .named_stacks import expand, load_stacks
+from .paths import kernels_dir
 from .registry import Fusion, Registry
 
 STOCK = "stock"
@@ -79,9 +80,31 @@ def check_is_patch(path: Path) -> None:
         raise FusekitError(f"{path} is not a patch (no unified-diff file header and hunk)")
 
 
+# Where the kernel files a patch names go: beside ggml-cuda's sources, as every fusion's do.
+PATCH_KERNEL_DIR = "ggml/src/ggml-cuda"
+_KERNELS_LINE = re.compile(r"^Kernels: (.+)$", re.M)
+
+
+def patch_kernels(path: Path) -> tuple[tuple[Path, str], ...]:
+    """The files of ``kernels/`` that a patch's header (before its first diff) names on a ``Kernels:`` line: an
+    experiment that includes kernel sources its fusion does not place. Each goes into PATCH_KERNEL_DIR, and its
+    contents count in the entry's hash as a fusion's kernels do."""
+    header = re.split(r"^(?:diff --git |--- )", path.read_text(), maxsplit=1, flags=re.M)[0]
+    found = _KERNELS_LINE.search(header)
+    if found is None:
+        return ()
+    placed = []
+    for name in found.group(1).split():
+        source = kernels_dir() / name
+        if "/" in name or not source.is_file():
+            raise FusekitError(f"{path}: its Kernels: line names {name!r}, which is not a file in {kernels_dir()}")
+        placed.append((source, f"{PATCH_KERNEL_DIR}/{name}"))
+    return tuple(placed)
+
+
 def user_patch_entry(path: Path) -> Entry:
     check_is_patch(path)
-    return Entry("patch", patch_label(path), (path.resolve(),))
+    return Entry("patch", patch_label(path), (path.resolve(),), patch_kernels(path))
 
 
 def resolve_spec(spec: str, registry: Registry) -> Entry:

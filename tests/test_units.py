@@ -22,6 +22,7 @@ from fusekit.stack import (
     label_of,
     patch_label,
     stack_hash,
+    user_patch_entry,
 )
 
 from .conftest import TEST_DATA, TEST_PATCHES
@@ -168,6 +169,34 @@ def test_patch_files_are_checked(tmp_path: Path) -> None:
     with pytest.raises(FusekitError, match="does not exist"):
         check_is_patch(tmp_path / "missing.patch")
     assert patch_label(Path("/x/my change.patch")) == "my-change"
+
+
+def _patch_with_header(tmp_path: Path, header: str) -> Path:
+    path = tmp_path / "experiment.patch"
+    body = (TEST_PATCHES / "conflict-bench-usage.patch").read_text()
+    path.write_text(header + body)
+    return path
+
+
+def test_a_patch_header_places_the_kernel_files_it_names_and_they_count_in_its_hash(tmp_path: Path) -> None:
+    plain = user_patch_entry(_patch_with_header(tmp_path, "an experiment\n"))
+    assert plain.kernels == ()
+    named = user_patch_entry(_patch_with_header(tmp_path, "an experiment\nKernels: fusekit-chunked-gdn-lean.cuh\n"))
+    assert [(s.name, d) for s, d in named.kernels] == [
+        ("fusekit-chunked-gdn-lean.cuh", "ggml/src/ggml-cuda/fusekit-chunked-gdn-lean.cuh")
+    ]
+    assert named.content_hash() != plain.content_hash()
+    # a "Kernels:" line inside the diff is the diff's text, not the header's
+    inside = _patch_with_header(tmp_path, "")
+    inside.write_text(inside.read_text() + "+Kernels: not-a-file.cuh\n")
+    assert user_patch_entry(inside).kernels == ()
+
+
+@pytest.mark.parametrize("name", ["missing-kernel.cuh", "../pyproject.toml"])
+def test_a_patch_header_naming_a_missing_kernel_file_is_refused(tmp_path: Path, name: str) -> None:
+    path = _patch_with_header(tmp_path, f"an experiment\nKernels: {name}\n")
+    with pytest.raises(FusekitError, match=f"Kernels: line names {re.escape(repr(name))}"):
+        user_patch_entry(path)
 
 
 def test_hunks_and_failing_hunk() -> None:
