@@ -53,6 +53,12 @@ case "$STEP" in
         tbo "$label-$op" pass "$bin" "$MIN" -o "$op"
         tbo "$label-default-$op" pass "$bin" -o "$op"
       done
+      # the experiment under fusion-4's sabotage patch (VARIANTS="... fusion-4+$X/sabotage-chunked-gdn.patch+$patch"),
+      # where the session built it: must fail as fusion-4's sabotage build does
+      sab=$(bin_of "fusion-4+sabotage-chunked-gdn+$(basename "$patch" .patch)" 2>/dev/null || true)
+      if [[ -n "$sab" && -x "$sab/test-backend-ops" ]]; then
+        tbo "$label-sabotage-GATED_DELTA_NET" fail "$sab" "$MIN" -o GATED_DELTA_NET -p 'head_size=128,n_seq_tokens=(512|4096|8192|300|200|130|128),'
+      fi
       labels+=("$label")
     done
     for label in "${labels[@]}"; do  # the chunked kernels' times from 128 tokens, against the serial kernel's

@@ -506,8 +506,11 @@ PY
     [[ $programs != none ]] || programs=""
     for program in $programs; do
       standalone_program "$program" || continue
-      # KERNELS_NCU=0: no Nsight Compute pass over the program (up to NCU_TIMEOUT, 420 s, beside the builds)
-      if [[ $program == chunked_gdn && ${KERNELS_NCU:-1} != 0 ]]; then ncu_chunked_gdn "$B/bin/${program}_check"; fi
+      # KERNELS_NCU=0: no Nsight Compute pass over the program (up to NCU_TIMEOUT, 420 s, beside the builds);
+      # NCU_KERNELS (a regex) profiles only the kernels it matches (default: every chunked_gdn_tc_ kernel)
+      if [[ $program == chunked_gdn && ${KERNELS_NCU:-1} != 0 ]]; then
+        ncu_chunked_gdn "$B/bin/${program}_check" "${NCU_KERNELS:-chunked_gdn_tc_}"
+      fi
     done
     [[ "${FLA_REFERENCE:-1}" == 0 ]] || fla_reference
     smi kernels
