@@ -67,7 +67,14 @@ case "$STEP" in
     smi check
     ;;
   eval)
-    session_eval fusion-4 "$BIG" fusion-4-35b --ppl --kl --ctx 4096 --chunks 2  # 512-token ubatches across a 4096 context
+    # fusion-4 and each of its experiments the session built (patches/experiments/fusion-4-*.patch), in one
+    # interleaved eval: 512-token ubatches across a 4096 context, so the chunked path runs in the KL and the text
+    specs=fusion-4
+    for patch in "$REPO"/patches/experiments/fusion-4-*.patch; do
+      [[ -e "$patch" && -n "$(bin_of "fusion-4+$(basename "$patch" .patch)" 2>/dev/null || true)" ]] || continue
+      specs+=" fusion-4+$patch"
+    done
+    session_eval "$specs" "$BIG" fusion-4-35b --ppl --kl --ctx 4096 --chunks 2
     ;;
   *) echo "unknown step $STEP" >&2; exit 2 ;;
 esac
