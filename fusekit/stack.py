@@ -80,6 +80,16 @@ def check_is_patch(path: Path) -> None:
         raise FusekitError(f"{path} is not a patch (no unified-diff file header and hunk)")
 
 
+def patch_description(text: str) -> str:
+    """The lines of a patch file before its first file header: the description an experiment's header fields
+    (Applies on, Checks, Sabotage, Kernels) live in, which ``git apply`` skips and a refresh must keep."""
+    lines = text.splitlines(keepends=True)
+    for index, line in enumerate(lines):
+        if line.startswith(("diff --git ", "--- ")):
+            return "".join(lines[:index])
+    return ""
+
+
 # Where the kernel files a patch names go: beside ggml-cuda's sources, as every fusion's do.
 PATCH_KERNEL_DIR = "ggml/src/ggml-cuda"
 _KERNELS_LINE = re.compile(r"^Kernels: (.+)$", re.M)
@@ -89,8 +99,7 @@ def patch_kernels(path: Path) -> tuple[tuple[Path, str], ...]:
     """The files of ``kernels/`` that a patch's header (before its first diff) names on a ``Kernels:`` line: an
     experiment that includes kernel sources its fusion does not place. Each goes into PATCH_KERNEL_DIR, and its
     contents count in the entry's hash as a fusion's kernels do."""
-    header = re.split(r"^(?:diff --git |--- )", path.read_text(), maxsplit=1, flags=re.M)[0]
-    found = _KERNELS_LINE.search(header)
+    found = _KERNELS_LINE.search(patch_description(path.read_text()))
     if found is None:
         return ()
     placed = []

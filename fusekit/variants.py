@@ -19,7 +19,17 @@ from .errors import FusekitError
 from .gitutil import git_error_text, run_git
 from .patching import apply_patch
 from .registry import Registry
-from .stack import STOCK, Entry, canonical, file_sha256, fusion_entry, label_of, stack_hash, user_patch_entry
+from .stack import (
+    STOCK,
+    Entry,
+    canonical,
+    file_sha256,
+    fusion_entry,
+    label_of,
+    patch_description,
+    stack_hash,
+    user_patch_entry,
+)
 from .workspace import STOCK_BRANCH, Workspace, variant_branch
 
 ENTRY_TRAILER = "Fusekit-Entry"
@@ -241,16 +251,6 @@ def refresh(ws: Workspace, name: str, registry: Registry) -> list[Path]:
     state["variants"][label].update(head=head, stack_sha256=stack_hash(new_entries))
     ws.save_state(state)
     return written
-
-
-def patch_description(text: str) -> str:
-    """The lines of a patch file before its first file header: the description an experiment's header fields
-    (Applies on, Checks, Sabotage) live in, which ``git apply`` skips and a refresh must keep."""
-    lines = text.splitlines(keepends=True)
-    for index, line in enumerate(lines):
-        if line.startswith(("diff --git ", "--- ")):
-            return "".join(lines[:index])
-    return ""
 
 
 def _entry_commit(tree: Path, name: str) -> str:

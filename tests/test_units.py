@@ -186,9 +186,9 @@ def test_a_patch_header_places_the_kernel_files_it_names_and_they_count_in_its_h
         ("fusekit-chunked-gdn-lean.cuh", "ggml/src/ggml-cuda/fusekit-chunked-gdn-lean.cuh")
     ]
     assert named.content_hash() != plain.content_hash()
-    # a "Kernels:" line inside the diff is the diff's text, not the header's
+    # a "Kernels:" line after the first diff (a trailer, as git format-patch writes one) is not the header's
     inside = _patch_with_header(tmp_path, "")
-    inside.write_text(inside.read_text() + "+Kernels: not-a-file.cuh\n")
+    inside.write_text(inside.read_text() + "-- \nKernels: not-a-file.cuh\n")
     assert user_patch_entry(inside).kernels == ()
 
 
