@@ -8,7 +8,13 @@ first dot, predicates dropped) and by *execution count*: instructions executed e
 (e.g. a chunk loop's body, or a copy loop nested in it), so a level with few lines and a high count is a hot inner
 loop. `--launch N` picks one launch (default: every one); `--json F` writes the records.
 
-    python3 scripts/ncu_sass_mix.py results/<s>/ncu-chunked-gdn-sass.csv.xz [--launch 0] [--top 10] [--json out.json]
+`--phases` adds the launch cut into phases at its barriers (a BAR, a CTA's or a named one, ends a phase): per phase
+its lines, warp instructions, share of the stall samples (where the warps spent their time, as sampled), its top
+stall reasons and its memory and tensor instructions. The listing is in address order, which is program order for
+straight-line code; a loop whose body holds a barrier shows as the phases of one trip.
+
+    python3 scripts/ncu_sass_mix.py results/<s>/ncu-chunked-gdn-sass.csv.xz [--launch 0] [--top 10] [--phases]
+        [--json out.json]
 """
 
 from __future__ import annotations
@@ -97,6 +103,85 @@ def launch_mix(name: str, rows: list[list[str]], top: int) -> dict[str, object]:
     }
 
 
+STALL_PREFIX = "stall_"
+NOT_ISSUED = " (Not Issued)"
+PHASE_OPCODES = ("HMMA", "LDG", "LDGSTS", "STG", "LDS", "STS", "MUFU")  # what a phase moves and multiplies
+
+
+def _count(cell: str) -> int:
+    return int(cell.replace(",", "") or 0)
+
+
+def launch_phases(name: str, rows: list[list[str]]) -> list[dict[str, object]]:
+    """One launch's lines cut into phases, each ending with a barrier (BAR) or the listing's end."""
+    header = rows[0]
+    if SAMPLES not in header or EXECUTED not in header or "Source" not in header:
+        raise SassPageError(f"{name}: --phases needs the '{SAMPLES}' column (export with --print-source sass)")
+    i_exec, i_src, i_samples = header.index(EXECUTED), header.index("Source"), header.index(SAMPLES)
+    stalls = {
+        column.removeprefix(STALL_PREFIX): i
+        for i, column in enumerate(header)
+        if column.startswith(STALL_PREFIX) and not column.endswith(NOT_ISSUED)
+    }
+    phases: list[dict[str, object]] = []
+    current: dict[str, object] | None = None
+    for line, row in enumerate(rows[1:]):
+        if len(row) <= max(i_exec, i_src, i_samples):
+            continue
+        if current is None:
+            current = {
+                "first_line": line,
+                "lines": 0,
+                "warp_instructions": 0,
+                "stall_samples": 0,
+                "stalls": Counter(),
+                "opcodes": Counter(),
+                "ends_with": "(end)",
+            }
+        op = opcode(row[i_src])
+        executed = _count(row[i_exec])
+        current["lines"] += 1  # type: ignore[operator]
+        current["warp_instructions"] += executed  # type: ignore[operator]
+        current["stall_samples"] += _count(row[i_samples])  # type: ignore[operator]
+        for reason, i in stalls.items():
+            if i < len(row):
+                current["stalls"][reason] += _count(row[i])  # type: ignore[index]
+        if op in PHASE_OPCODES:
+            current["opcodes"][op] += executed  # type: ignore[index]
+        if op == "BAR":
+            current["ends_with"] = row[i_src].strip()
+            phases.append(current)
+            current = None
+    if current is not None:
+        phases.append(current)
+    total = sum(int(phase["stall_samples"]) for phase in phases)  # type: ignore[call-overload]
+    return [
+        {
+            **{key: value for key, value in phase.items() if key not in ("stalls", "opcodes")},
+            "sample_share": round(int(phase["stall_samples"]) / total, 4) if total else 0.0,  # type: ignore[call-overload]
+            "top_stalls": {r: n for r, n in Counter(phase["stalls"]).most_common(3) if n},  # type: ignore[arg-type]
+            "opcodes": {op: n for op, n in phase["opcodes"].items() if n},  # type: ignore[attr-defined]
+        }
+        for phase in phases
+    ]
+
+
+def phases_markdown(phases: list[dict[str, object]]) -> str:
+    """The phases as one Markdown table."""
+    lines = [
+        "| phase | first line | lines | warp instructions | stall samples | share | top stalls | moves |",
+        "|---:|---:|---:|---:|---:|---:|---|---|",
+    ]
+    for i, phase in enumerate(phases):
+        stalls = ", ".join(f"{reason} {n}" for reason, n in phase["top_stalls"].items())  # type: ignore[attr-defined]
+        moves = ", ".join(f"{op} {n:,}" for op, n in phase["opcodes"].items())  # type: ignore[attr-defined]
+        lines.append(
+            f"| {i} | {phase['first_line']} | {phase['lines']} | {phase['warp_instructions']:,} | "
+            f"{phase['stall_samples']} | {phase['sample_share']:.1%} | {stalls} | {moves} |"
+        )
+    return "\n".join(lines)
+
+
 def markdown(record: dict[str, object]) -> str:
     """One launch's record as two Markdown tables."""
     lines = [f"**{record['kernel']}**: {record['warp_instructions']:,} warp instructions", ""]
@@ -109,6 +194,8 @@ def markdown(record: dict[str, object]) -> str:
         lines.append(
             f"| {r['executed_per_line']:,} | {r['lines']} | {r['warp_instructions']:,} | {r['share']:.1%} | {ops} |"
         )
+    if "phases" in record:
+        lines += ["", phases_markdown(record["phases"])]  # type: ignore[arg-type]
     return "\n".join(lines)
 
 
@@ -117,6 +204,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("sass", type=Path, help="ncu --csv --page source --print-source sass (.csv, .gz or .xz)")
     parser.add_argument("--launch", type=int, help="only this launch (0 = the first profiled)")
     parser.add_argument("--top", type=int, default=10, help="opcodes and loop levels listed (default 10)")
+    parser.add_argument("--phases", action="store_true", help="also cut each launch into phases at its barriers")
     parser.add_argument("--json", type=Path, help="also write the records as JSON here")
     args = parser.parse_args(argv)
     try:
@@ -125,6 +213,9 @@ def main(argv: list[str] | None = None) -> int:
             raise SassPageError(f"launch {args.launch} asked, the export has {len(launches)}")
         chosen = range(len(launches)) if args.launch is None else [args.launch]
         records = [{"launch": i, **launch_mix(*launches[i], args.top)} for i in chosen]
+        if args.phases:
+            for record in records:
+                record["phases"] = launch_phases(*launches[int(record["launch"])])
     except (OSError, ValueError, lzma.LZMAError) as err:  # ValueError: SassPageError, bad numbers, bad text
         print(f"ncu_sass_mix: {args.sass}: {err}", file=sys.stderr)
         return 1

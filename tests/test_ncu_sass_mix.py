@@ -83,3 +83,59 @@ def test_bad_input_fails_in_one_line(tmp_path: Path) -> None:
         done = _run(*args)
         assert done.returncode == 1, args
         assert done.stderr.count("\n") == 1 and done.stderr.startswith("ncu_sass_mix: "), done.stderr
+
+
+PHASED_HEADER = (
+    '"Address","Source","Warp Stall Sampling (All Samples)","Instructions Executed","stall_long_sb","stall_barrier",'
+    '"stall_long_sb (Not Issued)"\n'
+)
+PHASED_PAGE = (
+    '"Kernel Name","void p(float *)",\n'
+    + PHASED_HEADER
+    + '"0x0","      LDG.E.128 R4, desc[UR6][R2.64]","2","8","2","0","9"\n'
+    + '"0x10","      FMUL R4, R4, R5","6","8","5","0","9"\n'
+    + '"0x20","      BAR.SYNC.DEFER_BLOCKING 0x0","2","8","0","2","9"\n'
+    + '"0x30","      HMMA.1688.F32.TF32 R8, R12, R16, R8","1","64","0","0","9"\n'
+    + '"0x40","      STG.E.64 desc[UR6][R2.64], R8","1","8","1","0","9"\n'
+    + '"0x50","      EXIT","0","8","0","0","9"\n'
+)
+
+
+def test_phases_split_at_barriers(tmp_path: Path) -> None:
+    page = tmp_path / "sass.csv"
+    page.write_text(PHASED_PAGE)
+    done = _run(str(page), "--phases", "--json", str(tmp_path / "m.json"))
+    assert done.returncode == 0, done.stderr
+    phases = json.loads((tmp_path / "m.json").read_text())["launches"][0]["phases"]
+    assert [(p["first_line"], p["lines"], p["warp_instructions"], p["stall_samples"]) for p in phases] == [
+        (0, 3, 24, 10),
+        (3, 3, 80, 2),
+    ]
+    assert phases[0]["ends_with"] == "BAR.SYNC.DEFER_BLOCKING 0x0" and phases[1]["ends_with"] == "(end)"
+    assert phases[0]["sample_share"] == 0.8333
+    assert phases[0]["top_stalls"] == {"long_sb": 7, "barrier": 2}  # the not-issued columns are not added in
+    assert phases[0]["opcodes"] == {"LDG": 8} and phases[1]["opcodes"] == {"HMMA": 64, "STG": 8}
+    assert "| 0 | 0 | 3 | 24 | 10 | 83.3% | long_sb 7, barrier 2 | LDG 8 |" in done.stdout
+    plain = _run(str(page))
+    assert plain.returncode == 0 and "| phase |" not in plain.stdout
+
+
+def test_phases_of_a_committed_listing_cover_the_launch(tmp_path: Path) -> None:
+    """Session 42's step 4f prep pass (launch 4): the phases add up to the launch, the values' staging as read."""
+    sass = REPO / "results" / "h100-2026-12-06-session42-two-pass" / "ncu-chunked-gdn-sass.csv.xz"
+    done = _run(str(sass), "--launch", "4", "--phases", "--json", str(tmp_path / "m.json"))
+    assert done.returncode == 0, done.stderr
+    launch = json.loads((tmp_path / "m.json").read_text())["launches"][0]
+    phases = launch["phases"]
+    assert "prep_rounded" in launch["kernel"] and len(phases) == 11
+    assert sum(p["warp_instructions"] for p in phases) == launch["warp_instructions"]
+    assert sum(p["stall_samples"] for p in phases) == 4250
+    staging = phases[9]  # the values loaded, scaled and stored (kernels/NOTES-chunked-gdn.md, "Step 4h")
+    assert staging["sample_share"] == 0.2094 and staging["opcodes"]["LDG"] == 16384
+
+
+def test_phases_need_the_samples_column(tmp_path: Path) -> None:
+    page = tmp_path / "sass.csv"
+    page.write_text('"Kernel Name","void k()",\n"Address","Source","Instructions Executed"\n"0x0","      EXIT","1"\n')
+    done = _run(str(page), "--phases")
+    assert done.returncode == 1 and done.stderr.startswith("ncu_sass_mix: ") and "--phases" in done.stderr
