@@ -124,7 +124,8 @@ def _three_pass_columns(label: str, entries: dict[str, dict[str, Any]]) -> tuple
 # 3h the chain (on mma.sync, B operands from TF32 copies), step 3d the prep pass (timed alone, or whole with the chain
 # and the output pass its row names), step 3i the same with the record's Qe and QKm in TF32; steps 4a-4d (sessions
 # 38-40) the chain with the state in registers and its variants, timed alone or whole; steps 4e and 4f (sessions 40-41)
-# the prep pass, alone or whole; step 4g (session 41) the output pass; step 5a (session 41) two passes.
+# the prep pass, alone or whole; step 4g (session 41) the output pass; step 5a (session 41) two passes; step 4h
+# (session 43) step 4f's prep pass with the values asked into the L2 early, alone or whole in two passes.
 PASS_VARIANTS = {
     " (step 2d, ": (
         "step 2d chain",
@@ -226,12 +227,20 @@ PASS_VARIANTS = {
         "too, timed as the chain alone (compare with step 4c's chain plus step 3f's output pass) or whole (compare "
         "with step 4g whole)",
     ),
+    " (step 4h, ": (
+        "step 4h",
+        ("prep_median_us", "median_us"),
+        "step 4h: step 4f's prep pass with each chunk's values asked into the L2 once its keys and queries are staged "
+        "(step 4f's record bit for bit), timed alone (compare with step 4f's prep pass) or whole in two passes with "
+        "step 5a's chain (compare with step 5a whole)",
+    ),
 }
 
 # Rows comparing an experiment's output with that of the pass it replaces, float for float: suffix -> column.
 RUN_COMPARISONS = {
     " (step 4f record against step 4e's)": "step 4f record against step 4e's: floats differing (largest difference)",
     " (step 4g output against step 3f's)": "step 4g output against step 3f's: floats differing (largest difference)",
+    " (step 4h record against step 4f's)": "step 4h record against step 4f's: floats differing (largest difference)",
 }
 
 

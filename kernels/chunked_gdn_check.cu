@@ -418,27 +418,31 @@ template <int Pad> void launch_prep_lean(const GdnParams & p, float * records, i
 }
 // Step 4f: step 4e's record with the operands rounded once where staged, tiles sharing their A fragment and the zero
 // blocks skipped; checked whole with step 4c's chain of Warps warps and step 3f's output pass, timed alone or whole.
-template <int Pad, bool RoundQe = false> void launch_prep_rounded(const GdnParams & p, float * records, int sabotage) {
+// Step 4h (Prefetch): step 4f with the chunk's values asked into the L2 once the keys and queries are staged.
+template <int Pad, bool RoundQe = false, bool Prefetch = false>
+void launch_prep_rounded(const GdnParams & p, float * records, int sabotage) {
     using namespace fusekit_gdn_tc;
     const dim3 prep_grid(unsigned(chunk_count(p.T)), unsigned(p.H_v), unsigned(p.B));
-    chunked_gdn_tc_prep_rounded<Pad, RoundQe>
+    chunked_gdn_tc_prep_rounded<Pad, RoundQe, Prefetch>
         <<<prep_grid, kPrepThreads, prep_rounded_shared_bytes<Pad>()>>>(p, records, sabotage);
 }
-// Rounded: step 4f's prep pass in step 4e's place.
-template <bool Whole, int Warps, bool Rounded = false> struct PrepLeanVariant {
+// Rounded: step 4f's prep pass in step 4e's place; Prefetch: step 4h's in step 4f's.
+template <bool Whole, int Warps, bool Rounded = false, bool Prefetch = false> struct PrepLeanVariant {
+    static_assert(Rounded || !Prefetch, "step 4h is step 4f's prep pass with a prefetch");
     static constexpr int          Pad   = fusekit_gdn_tc::kPadBanks;
-    static constexpr const char * kStep = Rounded ? "step 4f" : "step 4e";
+    static constexpr const char * kStep = Prefetch ? "step 4h" : Rounded ? "step 4f" : "step 4e";
     static constexpr const char * kPass = Whole ? "whole" : "prep pass";
     static constexpr const char * kKey  = Whole ? "median_us" : "prep_median_us";
     static constexpr auto         kernel() {
-        return Rounded ? fusekit_gdn_tc::chunked_gdn_tc_prep_rounded<Pad> : fusekit_gdn_tc::chunked_gdn_tc_prep_lean<Pad>;
+        return Rounded ? fusekit_gdn_tc::chunked_gdn_tc_prep_rounded<Pad, false, Prefetch> :
+                         fusekit_gdn_tc::chunked_gdn_tc_prep_lean<Pad>;
     }
     static size_t shared_bytes() {
         return Rounded ? fusekit_gdn_tc::prep_rounded_shared_bytes<Pad>() : fusekit_gdn_tc::prep_shared_bytes<Pad>();
     }
     static void prep(const GdnParams & p, float * records, int sabotage) {
         if constexpr (Rounded) {
-            launch_prep_rounded<Pad>(p, records, sabotage);
+            launch_prep_rounded<Pad, false, Prefetch>(p, records, sabotage);
         } else {
             launch_prep_lean<Pad>(p, records, sabotage);
         }
@@ -471,6 +475,7 @@ using WholeLeanPrep2 = PrepLeanVariant<true, 2>;
 
 using PrepRounded       = PrepLeanVariant<false, 2, true>;
 using WholeRoundedPrep2 = PrepLeanVariant<true, 2, true>;
+using PrepPrefetch      = PrepLeanVariant<false, 2, true, true>;
 
 // Step 4g: step 3f's output pass (128 columns) with its staging at compile-time offsets and its result stored from
 // the fragments; checked whole after step 4f's prep pass and step 4c's chain of 2 warps, timed alone (the output pass)
@@ -516,20 +521,21 @@ using WholeOutputLean = OutputLeanVariant<true>;
 
 // Step 5a: two passes, step 4f's prep pass storing Qe and QKm in TF32 and a chain of 2 warps that computes the outputs
 // too; checked whole, timed as the chain alone (it reads the records only, so every call is the same) or whole.
+// Prefetch: step 4h's prep pass in step 4f's place (checked and timed whole).
 void launch_chain_output(const GdnParams & p, const float * records) {
     using namespace fusekit_gdn_tc;
     const dim3 grid(unsigned(kS / 32), unsigned(p.H_v), unsigned(p.B));
     chunked_gdn_tc_chain_output<2><<<grid, 64, chain_output_shared_bytes<2>()>>>(p, records);
 }
-template <bool Whole> struct FusedVariant {
+template <bool Whole, bool Prefetch = false> struct FusedVariant {
     static constexpr int          Pad   = fusekit_gdn_tc::kPadBanks;
-    static constexpr const char * kStep = "step 5a";
+    static constexpr const char * kStep = Prefetch ? "step 4h" : "step 5a";
     static constexpr const char * kPass = Whole ? "whole" : "chain";
     static constexpr const char * kKey  = Whole ? "median_us" : "chain_median_us";
     static void allow() {
         using namespace fusekit_gdn_tc;
-        CHECK(cudaFuncSetAttribute(chunked_gdn_tc_prep_rounded<Pad, true>, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                   int(prep_rounded_shared_bytes<Pad>())));
+        CHECK(cudaFuncSetAttribute(chunked_gdn_tc_prep_rounded<Pad, true, Prefetch>,
+                                   cudaFuncAttributeMaxDynamicSharedMemorySize, int(prep_rounded_shared_bytes<Pad>())));
         CHECK(cudaFuncSetAttribute(chunked_gdn_tc_chain_output<2>, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                    int(chain_output_shared_bytes<2>())));
     }
@@ -541,7 +547,7 @@ template <bool Whole> struct FusedVariant {
         return ctas;
     }
     static void split(const GdnParams & p, float * records, float *, int sabotage) {
-        launch_prep_rounded<Pad, true>(p, records, sabotage);
+        launch_prep_rounded<Pad, true, Prefetch>(p, records, sabotage);
         launch_chain_output(p, records);
     }
     static void timed(const GdnParams & p, float * records, float * states) {
@@ -552,8 +558,9 @@ template <bool Whole> struct FusedVariant {
         }
     }
 };
-using FusedChain = FusedVariant<false>;
-using FusedWhole = FusedVariant<true>;
+using FusedChain         = FusedVariant<false>;
+using FusedWhole         = FusedVariant<true>;
+using FusedWholePrefetch = FusedVariant<true, true>;
 
 // Two runs of the same buffer compared element by element as floats (equal values, a signed zero aside): how many
 // differ, how many of those only one run wrote, and the largest difference of the others. Each run writes into the
@@ -682,6 +689,8 @@ int main(int argc, char ** argv) {
     WholeOutputLean::allow();
     FusedChain::allow();
     FusedWhole::allow();
+    PrepPrefetch::allow();
+    FusedWholePrefetch::allow();
     std::printf("step 3d prep pass: %d CTA(s) per SM; step 3f output passes: 128 columns: %d, 64 columns: %d\n",
                 PrepMma::ctas_per_sm(), OutputMma::ctas_per_sm(), OutputMma64::ctas_per_sm());
     const int prep_ctas = prep_ctas_per_sm<fusekit_gdn_tc::kPadNone>();
@@ -872,6 +881,10 @@ int main(int argc, char ** argv) {
         pass_variant(WholeOutputLean{}, "whole, with step 4f's prep pass and step 4c's chain of 2 warps");
         pass_variant(FusedChain{}, "the chain computing the outputs, 2 warps of 16 columns a CTA");
         pass_variant(FusedWhole{}, "whole in two passes, with step 4f's prep pass storing Qe and QKm in TF32");
+        pass_variant(PrepRounded{}, "prep pass alone, operands rounded once, zero blocks skipped, again beside step 4h");
+        pass_variant(PrepPrefetch{}, "prep pass alone, step 4f's with the values asked into the L2 early");
+        pass_variant(FusedWhole{}, "whole in two passes, with step 4f's prep pass storing Qe and QKm in TF32, again");
+        pass_variant(FusedWholePrefetch{}, "whole in two passes, with step 4h's prep pass storing Qe and QKm in TF32");
         // steps 4f and 4g against the passes they replace, float for float (under --sabotage: the sabotaged run
         // against the clean one)
         auto compared = [&](const char * what, const RunComparison & cmp) {
@@ -889,6 +902,10 @@ int main(int argc, char ** argv) {
             compared("step 4f record against step 4e's",
                      compare_runs(d_records, size_t(workspace_floats(p)), [&] { launch_prep_lean<kPadBanks>(p, d_records, 0); },
                                   [&] { launch_prep_rounded<kPadBanks>(p, d_records, sab); }));
+            compared("step 4h record against step 4f's",
+                     compare_runs(d_records, size_t(workspace_floats(p)),
+                                  [&] { launch_prep_rounded<kPadBanks>(p, d_records, 0); },
+                                  [&] { launch_prep_rounded<kPadBanks, false, true>(p, d_records, sab); }));
             compared("step 4g output against step 3f's",
                      compare_runs(d_dst, out.size(), [&] { PrepLean::split(p, d_records, d_states, 0); },
                                   [&] {

@@ -675,9 +675,26 @@ __device__ inline void stage_scaled_values_rounded(const GdnParams & p, PrepRoun
     }
 }
 
+// Step 4h (session 43, written before its first GPU run): the chunk's values asked into the L2 while the keys' products
+// run. Session 42's Nsight Compute samples of step 4f at T = 512 (H100), split at the CTA barriers
+// (scripts/ncu_sass_mix.py --phases): the segment that loads the values, scales and stores them took 20.9% of the
+// kernel's stall samples, waiting on those loads (long scoreboard) and on the shared loads queued behind them; at
+// T = 512 the pass is one wave whose CTAs all reach that load together, after the products and the solve, with the
+// DRAM idle until then. Each thread of the CTA asks one 128-byte line of the chunk's values (64 rows of 512 bytes:
+// thread tid the line tid % 4 of row tid / 4; rows past the chunk's end none) into the L2 with prefetch.global.L2
+// once its keys and queries are staged; nothing else changes, so the record is step 4f's bit for bit.
+__device__ __forceinline__ void prefetch_values_l2(const GdnParams & p, int b, int h, int t0, int L) {
+    static_assert(kPrepThreads == kC * 4 && kS * sizeof(float) == 4 * 128, "a thread a 128-byte line of the values");
+    const int tid = int(threadIdx.x), r = tid / 4, line = tid % 4;
+    if (r < L) {
+        const float * at = value_row(p, b, h, t0) + int64_t(r) * p.v_s2 + line * 32;
+        asm volatile("prefetch.global.L2 [%0];" ::"l"(at));
+    }
+}
+
 // RoundQe (step 5a's prep pass): the record's Qe and QKm stored rounded to TF32 too, for a chain that reads them as
-// B operands without rounding (the output passes round them again: the same values).
-template <int Pad, bool RoundQe = false>
+// B operands without rounding (the output passes round them again: the same values). PrefetchValues: step 4h.
+template <int Pad, bool RoundQe = false, bool PrefetchValues = false>
 __global__ void __launch_bounds__(kPrepThreads) chunked_gdn_tc_prep_rounded(GdnParams p, float * records, int sabotage) {
     constexpr int LS = Rows<Pad>::S, LC = Rows<Pad>::C;
     extern __shared__ __align__(128) unsigned char shared_prep_rounded[];
@@ -690,6 +707,9 @@ __global__ void __launch_bounds__(kPrepThreads) chunked_gdn_tc_prep_rounded(GdnP
 
     float4 kv[kLeanPasses], qv[kLeanPasses];
     stage_prep_inputs_rounded(p, sh, b, h, t0, L, kv, qv);
+    if constexpr (PrefetchValues) {
+        prefetch_values_l2(p, b, h, t0, L);
+    }
     __syncthreads();
     if (tid < 32) {
         scan_gates(sh, tid);
