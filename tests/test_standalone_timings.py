@@ -4,12 +4,14 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from evals.session_report import render_session
 from evals.standalone_timings import (
     TABLE_MAKERS,
+    TimingTable,
     chunked_gdn_table,
     glu_handoff_table,
     moe_router_table,
@@ -425,13 +427,18 @@ def test_the_report_counts_every_iteration_of_the_stream_reuse_check(tmp_path: P
     assert "**1 checks passed under sabotage**" in report
 
 
+def _chunked_table_columns(data: dict[str, Any]) -> tuple[TimingTable, dict[str, int]]:
+    """The chunked-gdn table of data, and its column index by header."""
+    table = chunked_gdn_table("chunked-gdn-standalone.json", data)
+    assert table is not None
+    return table, {header: i for i, header in enumerate(table.headers)}
+
+
 def test_chunked_gdn_table_has_the_register_chains_of_steps_4a_to_4d() -> None:
     """Session 40's H100 run (steps 4a-4d, chains alone and whole): each experiment is a column holding its own time."""
     folder = SESSION8.parent / "h100-2026-12-05-session40-spread"
     data = json.loads((folder / "chunked-gdn-standalone.json").read_text())
-    table = chunked_gdn_table("chunked-gdn-standalone.json", data)
-    assert table is not None
-    column = {header: i for i, header in enumerate(table.headers)}
+    table, column = _chunked_table_columns(data)
     first = table.rows[0]  # the 35B layer at T = 512
     lean_chain = "step 4c: step 4a's chain with lean addressing, 2 warps of 16 columns a CTA (1 CTA per SM)"
     spread_whole = "step 4d: whole, with step 4d's chain of 4 warps and step 3f's output of 128 columns (2 CTA per SM)"
@@ -451,9 +458,7 @@ def test_chunked_gdn_table_has_step_4e_prep_pass_alone_and_whole() -> None:
     data = json.loads(
         (SESSION8.parent / "h100-2026-12-05-session40-prep-lean" / "chunked-gdn-standalone.json").read_text()
     )
-    table = chunked_gdn_table("chunked-gdn-standalone.json", data)
-    assert table is not None
-    column = {header: i for i, header in enumerate(table.headers)}
+    table, column = _chunked_table_columns(data)
     alone = "step 4e: prep pass alone, lean addressing (2 CTA per SM)"
     whole = "step 4e: whole, with step 4c's chain of 2 warps and step 3f's output of 128 columns (2 CTA per SM)"
     assert table.rows[0][column[alone]] == "44.60" and table.rows[0][column[whole]] == "105.30"
@@ -485,9 +490,7 @@ def test_chunked_gdn_table_has_steps_4f_to_5a_and_their_comparisons() -> None:
     fused.pop("prep_median_us")
     fused["median_us"] = 84.0
     data["cases"] += [alone, output, comparison, outputs, fused, second_outputs]
-    table = chunked_gdn_table("chunked-gdn-standalone.json", data)
-    assert table is not None
-    column = {header: i for i, header in enumerate(table.headers)}
+    table, column = _chunked_table_columns(data)
     step_4f = "step 4f: prep pass alone, operands rounded once, zero blocks skipped (2 CTA per SM)"
     record = "step 4f record against step 4e's: floats differing (largest difference)"
     step_4g = "step 4g: output of 128 columns, lean staging, stored from the fragments (2 CTA per SM)"
@@ -519,9 +522,7 @@ def test_chunked_gdn_table_has_step_4h_and_its_record_comparison() -> None:
     record = {"what": f"{first} (step 4h record against step 4f's)", "T": 512, "B": 1, "K": 1}
     record |= {"differing_floats": 0, "max_abs_difference": 0.0}
     data["cases"] += [alone, whole, record]
-    table = chunked_gdn_table("chunked-gdn-standalone.json", data)
-    assert table is not None
-    column = {header: i for i, header in enumerate(table.headers)}
+    table, column = _chunked_table_columns(data)
     prefix = "step 4h: prep pass alone, step 4f's with the values asked into the L2 early"
     two = "step 4h: whole in two passes, with step 4h's prep pass storing Qe and QKm in TF32"
     same = "step 4h record against step 4f's: floats differing (largest difference)"
