@@ -418,7 +418,8 @@ template <int Pad> void launch_prep_lean(const GdnParams & p, float * records, i
 }
 // Step 4f: step 4e's record with the operands rounded once where staged, tiles sharing their A fragment and the zero
 // blocks skipped; checked whole with step 4c's chain of Warps warps and step 3f's output pass, timed alone or whole.
-// Step 4h (Prefetch): step 4f with the chunk's values asked into the L2 once the keys and queries are staged.
+// Step 4h (Prefetch): step 4f with the chunk's values asked into the L2 once the keys and queries are staged (session
+// 43, H100: refuted, about 1 us slower at T = 512; kept as the measured contrast, kernels/NOTES-chunked-gdn.md).
 template <int Pad, bool RoundQe = false, bool Prefetch = false>
 void launch_prep_rounded(const GdnParams & p, float * records, int sabotage) {
     using namespace fusekit_gdn_tc;

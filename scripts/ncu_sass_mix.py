@@ -25,6 +25,7 @@ import json
 import lzma
 import sys
 from collections import Counter, defaultdict
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from ncu_raw_table import read_text  # a sibling script: run as scripts/ncu_sass_mix.py
@@ -112,6 +113,32 @@ def _count(cell: str) -> int:
     return int(cell.replace(",", "") or 0)
 
 
+@dataclass
+class Phase:
+    """The lines of a launch from one barrier to the next (or to the listing's end)."""
+
+    first_line: int
+    lines: int = 0
+    warp_instructions: int = 0
+    stall_samples: int = 0
+    stalls: Counter[str] = field(default_factory=Counter)
+    opcodes: Counter[str] = field(default_factory=Counter)
+    ends_with: str = "(end)"
+
+    def record(self, total_samples: int) -> dict[str, object]:
+        """The phase as JSON, its share of the launch's stall samples and its three largest stall reasons."""
+        return {
+            "first_line": self.first_line,
+            "lines": self.lines,
+            "warp_instructions": self.warp_instructions,
+            "stall_samples": self.stall_samples,
+            "ends_with": self.ends_with,
+            "sample_share": round(self.stall_samples / total_samples, 4) if total_samples else 0.0,
+            "top_stalls": {reason: n for reason, n in self.stalls.most_common(3) if n},
+            "opcodes": {op: n for op, n in self.opcodes.items() if n},
+        }
+
+
 def launch_phases(name: str, rows: list[list[str]]) -> list[dict[str, object]]:
     """One launch's lines cut into phases, each ending with a barrier (BAR) or the listing's end."""
     header = rows[0]
@@ -123,47 +150,30 @@ def launch_phases(name: str, rows: list[list[str]]) -> list[dict[str, object]]:
         for i, column in enumerate(header)
         if column.startswith(STALL_PREFIX) and not column.endswith(NOT_ISSUED)
     }
-    phases: list[dict[str, object]] = []
-    current: dict[str, object] | None = None
+    phases: list[Phase] = []
+    current: Phase | None = None
     for line, row in enumerate(rows[1:]):
         if len(row) <= max(i_exec, i_src, i_samples):
             continue
-        if current is None:
-            current = {
-                "first_line": line,
-                "lines": 0,
-                "warp_instructions": 0,
-                "stall_samples": 0,
-                "stalls": Counter(),
-                "opcodes": Counter(),
-                "ends_with": "(end)",
-            }
+        current = current or Phase(first_line=line)
         op = opcode(row[i_src])
         executed = _count(row[i_exec])
-        current["lines"] += 1  # type: ignore[operator]
-        current["warp_instructions"] += executed  # type: ignore[operator]
-        current["stall_samples"] += _count(row[i_samples])  # type: ignore[operator]
+        current.lines += 1
+        current.warp_instructions += executed
+        current.stall_samples += _count(row[i_samples])
         for reason, i in stalls.items():
             if i < len(row):
-                current["stalls"][reason] += _count(row[i])  # type: ignore[index]
+                current.stalls[reason] += _count(row[i])
         if op in PHASE_OPCODES:
-            current["opcodes"][op] += executed  # type: ignore[index]
+            current.opcodes[op] += executed
         if op == "BAR":
-            current["ends_with"] = row[i_src].strip()
+            current.ends_with = row[i_src].strip()
             phases.append(current)
             current = None
     if current is not None:
         phases.append(current)
-    total = sum(int(phase["stall_samples"]) for phase in phases)  # type: ignore[call-overload]
-    return [
-        {
-            **{key: value for key, value in phase.items() if key not in ("stalls", "opcodes")},
-            "sample_share": round(int(phase["stall_samples"]) / total, 4) if total else 0.0,  # type: ignore[call-overload]
-            "top_stalls": {r: n for r, n in Counter(phase["stalls"]).most_common(3) if n},  # type: ignore[arg-type]
-            "opcodes": {op: n for op, n in phase["opcodes"].items() if n},  # type: ignore[attr-defined]
-        }
-        for phase in phases
-    ]
+    total = sum(phase.stall_samples for phase in phases)
+    return [phase.record(total) for phase in phases]
 
 
 def phases_markdown(phases: list[dict[str, object]]) -> str:
