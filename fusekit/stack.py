@@ -90,20 +90,25 @@ def patch_description(text: str) -> str:
     return ""
 
 
+def patch_header_field(path: Path, field: str) -> list[str]:
+    """The words of a patch's ``FIELD: ...`` header line (in its description, before the first diff); [] without one.
+    scripts/h200_session.sh reads the same lines with sed."""
+    for line in patch_description(path.read_text()).splitlines():
+        if line.startswith(f"{field}: "):
+            return line.removeprefix(f"{field}: ").split()
+    return []
+
+
 # Where the kernel files a patch names go: beside ggml-cuda's sources, as every fusion's do.
 PATCH_KERNEL_DIR = "ggml/src/ggml-cuda"
-_KERNELS_LINE = re.compile(r"^Kernels: (.+)$", re.M)
 
 
 def patch_kernels(path: Path) -> tuple[tuple[Path, str], ...]:
-    """The files of ``kernels/`` that a patch's header (before its first diff) names on a ``Kernels:`` line: an
-    experiment that includes kernel sources its fusion does not place. Each goes into PATCH_KERNEL_DIR, and its
-    contents count in the entry's hash as a fusion's kernels do."""
-    found = _KERNELS_LINE.search(patch_description(path.read_text()))
-    if found is None:
-        return ()
+    """The files of ``kernels/`` that a patch's header names on a ``Kernels:`` line: an experiment that includes
+    kernel sources its fusion does not place. Each goes into PATCH_KERNEL_DIR, and its contents count in the entry's
+    hash as a fusion's kernels do."""
     placed = []
-    for name in found.group(1).split():
+    for name in patch_header_field(path, "Kernels"):
         source = kernels_dir() / name
         if "/" in name or not source.is_file():
             raise FusekitError(f"{path}: its Kernels: line names {name!r}, which is not a file in {kernels_dir()}")

@@ -17,6 +17,7 @@ from fusekit.build import BuildResult
 from fusekit.cli import main
 from fusekit.compilecheck import find_nvcc
 from fusekit.registry import Registry
+from fusekit.stack import patch_header_field
 
 from .conftest import drop_variants_since, variant_labels
 
@@ -118,20 +119,10 @@ def test_a_fusions_sabotage_applies_on_it(home: Path, name: str) -> None:
     assert code == 0, output
 
 
-def header_field(patch: Path, field: str) -> list[str]:
-    """The words of a patch header's "FIELD: ..." line (before the first diff), as scripts/h200_session.sh reads it."""
-    for line in patch.read_text().splitlines():
-        if line.startswith("diff --git"):
-            break
-        if line.startswith(f"{field}: "):
-            return line.removeprefix(f"{field}: ").split()
-    return []
-
-
 def experiment_bases(patch: Path) -> list[str]:
     """The fusions an experiment patch goes on top of: its header's "Applies on:" line, else the fusion its
     file name starts with (fusion-5-...)."""
-    return header_field(patch, "Applies on") or ["-".join(patch.name.split("-")[:2])]
+    return patch_header_field(patch, "Applies on") or ["-".join(patch.name.split("-")[:2])]
 
 
 def stock_op_descs(tree: Path) -> set[str]:
@@ -152,7 +143,7 @@ def test_experiment_checks_name_test_cases_that_exist(pinned_home: Path, patch: 
     assert {"GATED_DELTA_NET", "MUL_MAT", "GATED_DELTA_NET_CACHE_FUSION"} <= defined  # the table was read
     for other in [*(REPO / "patches").glob("*.patch"), *EXPERIMENTS]:
         defined |= set(re.findall(r'return "([A-Z_0-9]+)";', other.read_text()))
-    assert set(header_field(patch, "Checks")) <= defined
+    assert set(patch_header_field(patch, "Checks")) <= defined
 
 
 @needs_nvcc
@@ -170,14 +161,14 @@ def test_experiment_patches_apply_with_their_sabotage_and_compile(home: Path, pa
     assert record["units"] and all(u["ok"] for u in record["units"]), record
 
 
-OWN_SABOTAGE = [p for p in EXPERIMENTS if header_field(p, "Sabotage")]
+OWN_SABOTAGE = [p for p in EXPERIMENTS if patch_header_field(p, "Sabotage")]
 
 
 @pytest.mark.parametrize("patch", OWN_SABOTAGE, ids=lambda p: p.stem)
 def test_an_experiments_own_sabotage_applies_on_it_alone_and_on_the_stack(home: Path, patch: Path) -> None:
     """An experiment's "Sabotage:" patch (the session builds the experiment with it; check-mm then expects the
     experiment's "Checks:" ops to fail) applies on top of it, on its fusion and under the whole stack."""
-    (sabotage,) = header_field(patch, "Sabotage")
+    (sabotage,) = patch_header_field(patch, "Sabotage")
     assert (REPO / sabotage).is_file() and Path(sabotage).name.startswith("sabotage-")
     assert run(home, "apply", *experiment_bases(patch), str(patch), str(REPO / sabotage))[0] == 0
     assert run(home, "reset")[0] == 0
@@ -198,7 +189,7 @@ def added_test_ops(patch: Path) -> set[str]:
 def test_fix_patches_name_the_ops_of_the_cases_they_add(patch: Path) -> None:
     """A fix of the pinned tree (patches/fixes/) adds the cases that fail without it; its "Checks:" line names
     their op (the session's check-mm runs it): a misspelt op would select no case and pass."""
-    checks = set(header_field(patch, "Checks"))
+    checks = set(patch_header_field(patch, "Checks"))
     assert checks and checks <= added_test_ops(patch)
 
 
