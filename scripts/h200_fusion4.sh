@@ -31,13 +31,15 @@ case "$STEP" in
     F4=$(bin_of fusion-4); SB=$(bin_of "fusion-4+sabotage-chunked-gdn" 2>/dev/null || true)
     # MIN=128: the chunked kernels take every case from 128 tokens (the default, 512, leaves the shorter ones serial)
     MIN=FUSEKIT_CHUNKED_GDN_MIN_TOKENS=128
+    # the chunked cases a sabotage build must fail (fusion-4's, and an experiment's under fusion-4's sabotage patch)
+    SABOTAGE_CASES='head_size=128,n_seq_tokens=(512|4096|8192|300|200|130|128),'
     for op in GATED_DELTA_NET GATED_DELTA_NET_CACHE_FUSION; do
       tbo "fusion-4-$op" pass "$F4" "$MIN" -o "$op"
       tbo "fusion-4-default-$op" pass "$F4" -o "$op"
       tbo "fusion-4-disabled-$op" pass "$F4" "$MIN" GGML_CUDA_DISABLE_FUSION=1 -o "$op"
     done
     if [[ -n "$SB" ]]; then
-      tbo fusion-4-sabotage-GATED_DELTA_NET fail "$SB" "$MIN" -o GATED_DELTA_NET -p 'head_size=128,n_seq_tokens=(512|4096|8192|300|200|130|128),'
+      tbo fusion-4-sabotage-GATED_DELTA_NET fail "$SB" "$MIN" -o GATED_DELTA_NET -p "$SABOTAGE_CASES"
     else  # a session whose VARIANTS leave the sabotage out (session 19's second lease lost every check to this)
       echo "fusion-4-sabotage-GATED_DELTA_NET expect=fail rc=-1 failed_lines=0 verdict=NOT-BUILT :: no build of fusion-4+sabotage-chunked-gdn in this session" \
         | tee -a "$B/results/checks.txt"
@@ -57,7 +59,7 @@ case "$STEP" in
       # where the session built it: must fail as fusion-4's sabotage build does
       sab=$(bin_of "fusion-4+sabotage-chunked-gdn+$(basename "$patch" .patch)" 2>/dev/null || true)
       if [[ -n "$sab" && -x "$sab/test-backend-ops" ]]; then
-        tbo "$label-sabotage-GATED_DELTA_NET" fail "$sab" "$MIN" -o GATED_DELTA_NET -p 'head_size=128,n_seq_tokens=(512|4096|8192|300|200|130|128),'
+        tbo "$label-sabotage-GATED_DELTA_NET" fail "$sab" "$MIN" -o GATED_DELTA_NET -p "$SABOTAGE_CASES"
       fi
       labels+=("$label")
     done
