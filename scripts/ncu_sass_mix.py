@@ -59,6 +59,11 @@ def opcode(source: str) -> str:
     return words[0].split(".")[0] if words else "?"
 
 
+def _count(cell: str) -> int:
+    """A counter cell of the export as an int (thousands separators dropped, empty as 0)."""
+    return int(cell.replace(",", "") or 0)
+
+
 def launch_mix(name: str, rows: list[list[str]], top: int) -> dict[str, object]:
     """One launch's instructions by opcode and by loop level (lines executed equally often)."""
     if not rows or EXECUTED not in rows[0] or "Source" not in rows[0]:
@@ -72,12 +77,12 @@ def launch_mix(name: str, rows: list[list[str]], top: int) -> dict[str, object]:
     for row in rows[1:]:
         if len(row) <= max(i_exec, i_src):
             continue
-        executed = int(row[i_exec].replace(",", "") or 0)
+        executed = _count(row[i_exec])
         op = opcode(row[i_src])
         by_opcode[op] += executed
         levels[executed][op] += 1
         if i_samples is not None:
-            samples[op] += int(row[i_samples].replace(",", "") or 0)
+            samples[op] += _count(row[i_samples])
     total = sum(by_opcode.values())
     if total == 0:
         raise SassPageError(f"{name}: no instruction executed (a launch under --once with counters off?)")
@@ -107,10 +112,6 @@ def launch_mix(name: str, rows: list[list[str]], top: int) -> dict[str, object]:
 STALL_PREFIX = "stall_"
 NOT_ISSUED = " (Not Issued)"
 PHASE_OPCODES = ("HMMA", "LDG", "LDGSTS", "STG", "LDS", "STS", "MUFU")  # what a phase moves and multiplies
-
-
-def _count(cell: str) -> int:
-    return int(cell.replace(",", "") or 0)
 
 
 @dataclass
