@@ -692,11 +692,58 @@ __device__ __forceinline__ void prefetch_values_l2(const GdnParams & p, int b, i
     }
 }
 
+// Step 4i (session 44, written before its first GPU run): the record's W and U0 leave through Hopper's bulk copy.
+// Session 43's Nsight Compute phases of step 4f (results/h100-2026-12-06-session43b-step4h/ncu/phases-step4f.md) and
+// step 4h's refutation: the prep pass is bound by its memory pipeline along its whole length, not by one exposed load.
+// Its last two products store W and U0 from their fragments: each warp 32 8-byte stores a product, every store
+// touching 8 rows (8 sectors in 8 lines); the last phase's top stalls are the global queue's (lg_throttle) and the
+// drain before the CTA exits. Here each product's fragments go to shared memory instead (the keys' buffer, the
+// solve's scratch until then, rows Pad floats apart), and 64 threads each send one 512-byte row to the record with
+// cp.async.bulk (sm_90; one instruction a row, written by the copy engine in whole lines). U0 waits until W's rows
+// have been read out of that buffer; the CTA waits for U0's before it exits. The values stored are step 4f's, so the
+// record is step 4f's bit for bit (the check program compares them). Elsewhere than sm_90 the stores are step 4f's.
+// Prediction (before any run), H100: the prep pass alone 38.5-40 us at T = 512 (step 4f 41.0-41.5 in three
+// processes), 272-283 at T = 4096 (290.6-290.7); two passes whole 76.5-78 / 530-542 (step 5a 79.0-79.8 / 548.7-551.3).
+// Refuted if the prep pass is not under 40.5 us at T = 512.
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+constexpr bool kBulkCopyToGlobal = true;
+#else
+constexpr bool kBulkCopyToGlobal = false;
+#endif
+
+// Make this thread's shared-memory writes visible to the bulk copy (the async proxy) before the barrier that hands
+// them over.
+__device__ __forceinline__ void fence_shared_for_bulk_copy() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+    asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
+#endif
+}
+
+// bytes (a multiple of 16) from shared src to global dst (both 16-byte aligned), as one bulk-copy group of this thread.
+__device__ __forceinline__ void bulk_copy_to_global(float * dst, const float * src, int bytes) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+    const auto from = static_cast<uint32_t>(__cvta_generic_to_shared(src));
+    asm volatile("cp.async.bulk.global.shared::cta.bulk_group [%0], [%1], %2;\n\t"
+                 "cp.async.bulk.commit_group;" ::"l"(dst),
+                 "r"(from), "r"(bytes)
+                 : "memory");
+#endif
+}
+
+// Wait until this thread's bulk copies have read their shared source (the buffer may then be written again).
+__device__ __forceinline__ void wait_bulk_copies_read() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+    asm volatile("cp.async.bulk.wait_group.read 0;" ::: "memory");
+#endif
+}
+
 // RoundQe (step 5a's prep pass): the record's Qe and QKm stored rounded to TF32 too, for a chain that reads them as
 // B operands without rounding (the output passes round them again: the same values). PrefetchValues: step 4h.
-template <int Pad, bool RoundQe = false, bool PrefetchValues = false>
+// BulkStores: step 4i.
+template <int Pad, bool RoundQe = false, bool PrefetchValues = false, bool BulkStores = false>
 __global__ void __launch_bounds__(kPrepThreads) chunked_gdn_tc_prep_rounded(GdnParams p, float * records, int sabotage) {
-    constexpr int LS = Rows<Pad>::S, LC = Rows<Pad>::C;
+    constexpr int  LS = Rows<Pad>::S, LC = Rows<Pad>::C;
+    constexpr bool Bulk = BulkStores && kBulkCopyToGlobal;
     extern __shared__ __align__(128) unsigned char shared_prep_rounded[];
     PrepRoundedShared<Pad> & sh = *reinterpret_cast<PrepRoundedShared<Pad> *>(shared_prep_rounded);
     const int c = int(blockIdx.x), h = int(blockIdx.y), b = int(blockIdx.z);
@@ -779,15 +826,41 @@ __global__ void __launch_bounds__(kPrepThreads) chunked_gdn_tc_prep_rounded(GdnP
     }
     invert_unit_lower_blocked(sh.a, sh.pinv, sh.k, tid, kPrepThreads, fusekit_gdn::CtaBarrier{}, 0, LC);
 
+    // W and U0: straight from the fragments into the record, or (step 4i) into the keys' buffer and out a row a thread
+    float * const staged = sh.k;
+    auto record_rows_out = [&](int64_t at) {
+        fence_shared_for_bulk_copy();
+        __syncthreads();
+        if (tid < kC) {
+            bulk_copy_to_global(rec + at + tid * kS, staged + tid * LS, kS * int(sizeof(float)));
+        }
+    };
     lower_times_rounded<LC, LS>(sh.pinv, sh.qb, [&](int r, int col2, float x0, float x1) {
-        *reinterpret_cast<float2 *>(rec + Record::W + r * kS + col2) = make_float2(tf32(x0), tf32(x1));
+        float * to = Bulk ? staged + r * LS + col2 : rec + Record::W + r * kS + col2;
+        *reinterpret_cast<float2 *>(to) = make_float2(tf32(x0), tf32(x1));
     });
-    __syncthreads();
+    if constexpr (Bulk) {
+        record_rows_out(Record::W);  // (its barrier is also the one before qb is written)
+    } else {
+        __syncthreads();
+    }
     stage_scaled_values_rounded(p, sh, b, h, t0, L);
+    if constexpr (Bulk) {
+        if (tid < kC) {
+            wait_bulk_copies_read();  // W's rows out of the keys' buffer before U0 goes into it
+        }
+    }
     __syncthreads();
     lower_times_rounded<LC, LS>(sh.pinv, sh.qb, [&](int r, int col2, float x0, float x1) {
-        *reinterpret_cast<float2 *>(rec + Record::U0 + r * kS + col2) = make_float2(x0, x1);
+        float * to = Bulk ? staged + r * LS + col2 : rec + Record::U0 + r * kS + col2;
+        *reinterpret_cast<float2 *>(to) = make_float2(x0, x1);
     });
+    if constexpr (Bulk) {
+        record_rows_out(Record::U0);
+        if (tid < kC) {
+            wait_bulk_copies_read();  // the shared memory stays the CTA's until the copy has read it
+        }
+    }
 }
 
 // Step 4g (session 41, written without a GPU: not yet run): step 3f's output pass of 128 columns

@@ -130,7 +130,10 @@ ncu_chunked_gdn() {  # ncu_chunked_gdn PROGRAM [KERNELS]
   local metrics=l1tex__data_bank_conflicts_pipe_lsu_mem_shared_op_ld.sum,l1tex__data_bank_conflicts_pipe_lsu_mem_shared_op_st.sum
   metrics+=,smsp__inst_executed_op_shared_ld.sum,smsp__inst_executed_op_shared_st.sum
   # --clock-control none: ncu's default locks the SM clock to base while it profiles, and we never change clocks
-  timeout "${NCU_TIMEOUT:-420}" "$ncu" --clock-control none -f -o /tmp/ncu-chunked-gdn -k regex:"$kernels" --section SpeedOfLight \
+  # NCU_NAME_BASE=demangled matches KERNELS against the whole name with its template arguments (one instantiation
+  # of several); ncu's default (function) matches the bare function name
+  timeout "${NCU_TIMEOUT:-420}" "$ncu" --clock-control none -f -o /tmp/ncu-chunked-gdn --kernel-name-base "${NCU_NAME_BASE:-function}" \
+    -k regex:"$kernels" --section SpeedOfLight \
     --section Occupancy --section WarpStateStats --section LaunchStats --section MemoryWorkloadAnalysis --section SourceCounters \
     --metrics "$metrics" "$program" --once >"$B/logs/ncu-chunked-gdn.log" 2>&1 || { tail -n 5 "$B/logs/ncu-chunked-gdn.log"; return 0; }
   "$ncu" --import /tmp/ncu-chunked-gdn.ncu-rep --csv --page details >"$B/results/ncu-chunked-gdn.csv" 2>>"$B/logs/ncu-chunked-gdn.log" \

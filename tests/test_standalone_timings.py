@@ -505,29 +505,45 @@ def test_chunked_gdn_table_has_steps_4f_to_5a_and_their_comparisons() -> None:
     assert "step 5a: two passes" in table.caption
 
 
-def test_chunked_gdn_table_has_step_4h_and_its_record_comparison() -> None:
-    """Step 4h (session 43): its prep pass alone and two passes whole get columns from the program's row names, and
-    its record's comparison with step 4f's a column of its own."""
+@pytest.mark.parametrize(
+    ("step", "alone", "whole", "caption"),
+    [
+        (
+            "step 4h",
+            "prep pass alone, step 4f's with the values asked into the L2 early",
+            "whole in two passes, with step 4h's prep pass storing Qe and QKm in TF32",
+            "step 4h: step 4f's prep pass with each chunk's values asked into the L2",
+        ),
+        (
+            "step 4i",
+            "prep pass alone, step 4f's with W and U0 leaving by bulk copy",
+            "whole in two passes, with step 4i's prep pass storing Qe and QKm in TF32",
+            "step 4i: step 4f's prep pass with the record's W and U0 staged in shared memory",
+        ),
+    ],
+)
+def test_chunked_gdn_table_has_a_prep_step_and_its_record_comparison(
+    step: str, alone: str, whole: str, caption: str
+) -> None:
+    """Steps 4h (session 43) and 4i (session 44): the prep pass alone and two passes whole get columns from the
+    program's row names (as the program writes them), and the record's comparison with step 4f's a column of its own."""
     data = json.loads(
         (SESSION8.parent / "h100-2026-12-06-session42-two-pass" / "chunked-gdn-standalone.json").read_text()
     )
     first = data["cases"][0]["what"]
     template = next(case for case in data["cases"] if case["what"].startswith(f"{first} (step 4f, prep pass alone"))
-    alone_what = f"{first} (step 4h, prep pass alone, step 4f's with the values asked into the L2 early)"
-    alone = {**template, "what": alone_what}
-    alone["prep_median_us"] = 36.5
-    whole = {key: value for key, value in template.items() if key != "prep_median_us"}
-    whole |= {"what": f"{first} (step 4h, whole in two passes, with step 4h's prep pass storing Qe and QKm in TF32)"}
-    whole["median_us"] = 75.25
-    record = {"what": f"{first} (step 4h record against step 4f's)", "T": 512, "B": 1, "K": 1}
+    alone_row = {**template, "what": f"{first} ({step}, {alone})"}
+    alone_row["prep_median_us"] = 36.5
+    whole_row = {key: value for key, value in template.items() if key != "prep_median_us"}
+    whole_row |= {"what": f"{first} ({step}, {whole})"}
+    whole_row["median_us"] = 75.25
+    record = {"what": f"{first} ({step} record against step 4f's)", "T": 512, "B": 1, "K": 1}
     record |= {"differing_floats": 0, "max_abs_difference": 0.0}
-    data["cases"] += [alone, whole, record]
+    data["cases"] += [alone_row, whole_row, record]
     table, column = _chunked_table_columns(data)
-    prefix = "step 4h: prep pass alone, step 4f's with the values asked into the L2 early"
-    two = "step 4h: whole in two passes, with step 4h's prep pass storing Qe and QKm in TF32"
-    same = "step 4h record against step 4f's: floats differing (largest difference)"
-    alone_column = next(header for header in column if header.startswith(prefix))
-    two_column = next(header for header in column if header.startswith(two))
+    same = f"{step} record against step 4f's: floats differing (largest difference)"
+    alone_column = next(header for header in column if header.startswith(f"{step}: {alone}"))
+    two_column = next(header for header in column if header.startswith(f"{step}: {whole}"))
     assert table.rows[0][column[alone_column]] == "36.50" and table.rows[0][column[two_column]] == "75.25"
     assert table.rows[0][column[same]] == "0 (0.0e+00)" and table.rows[1][column[same]] == ""
-    assert "step 4h: step 4f's prep pass with each chunk's values asked into the L2" in table.caption
+    assert caption in table.caption

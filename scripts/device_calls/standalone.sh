@@ -10,6 +10,7 @@
 # step 4b's chains only (kernels/NOTES-chunked-gdn.md, "Step 4b as measured": where does a chunk's time go?), as
 # results/ncu-chunked-gdn*.csv(.xz); at most NCU_TIMEOUT (420) seconds, clocks left alone (--clock-control none).
 # NCU_KERNELS (a regex) profiles other kernels instead (session 40: steps 4a and 4c's chains and the prep pass).
+# NCU_NAME_BASE=demangled matches NCU_KERNELS against the names with their template arguments.
 set -euo pipefail
 REPO=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
 command -v nvcc >/dev/null || export PATH=/usr/local/cuda/bin:$PATH
