@@ -7,6 +7,9 @@
 # where one is lent. Carry [".bundle"]; then scripts/device_calls/poll.sh until SESSION DONE. About 12 minutes.
 # Predicted: mean KLD of the two passes against stock at most 1e-4 and within 2x fusion-4's (the same TF32 products,
 # other sums); text as fusion-4's; standalone whole at T = 512 76-84 us; fla bf16 still faster (about 57 us, H200).
+# Session 43 ran it on an H100 (results/h100-2026-12-06-session43-two-pass-eval/). Since session 44 the experiment's
+# prep pass is step 4i's: predicted then pp4096 +0.3-0.8% over session 43's 1.0812x stock (H100), standalone whole at
+# T = 512 74-76 us (H100), KL and text as session 43's.
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/../.."
 export PATH=/usr/local/cuda/bin:$PATH
