@@ -126,7 +126,8 @@ def _three_pass_columns(label: str, entries: dict[str, dict[str, Any]]) -> tuple
 # 38-40) the chain with the state in registers and its variants, timed alone or whole; steps 4e and 4f (sessions 40-41)
 # the prep pass, alone or whole; step 4g (session 41) the output pass; step 5a (session 41) two passes; step 4h
 # (session 43) step 4f's prep pass with the values asked into the L2 early, alone or whole in two passes; step 4i
-# (session 44) step 4f's prep pass with W and U0 sent out by the bulk copy, the same two ways.
+# (session 44) step 4f's prep pass with W and U0 sent out by the bulk copy, the same two ways; step 4j (session 44)
+# step 4i's with QKm sent out that way too.
 PASS_VARIANTS = {
     " (step 2d, ": (
         "step 2d chain",
@@ -242,6 +243,13 @@ PASS_VARIANTS = {
         "by the bulk copy (cp.async.bulk, sm_90; step 4f's record bit for bit), timed alone (compare with step 4f's "
         "prep pass beside it) or whole in two passes with step 5a's chain (compare with step 5a whole beside it)",
     ),
+    " (step 4j, ": (
+        "step 4j",
+        ("prep_median_us", "median_us"),
+        "step 4j: step 4i's prep pass with the record's QKm also staged in shared memory (the solve's buffer, before "
+        "the solve) and sent out by the bulk copy (step 4f's record bit for bit), timed alone or whole in two passes "
+        "(compare with step 4i's beside it)",
+    ),
 }
 
 # Rows comparing an experiment's output with that of the pass it replaces, float for float: suffix -> column.
@@ -250,6 +258,7 @@ RUN_COMPARISONS = {
     " (step 4g output against step 3f's)": "step 4g output against step 3f's: floats differing (largest difference)",
     " (step 4h record against step 4f's)": "step 4h record against step 4f's: floats differing (largest difference)",
     " (step 4i record against step 4f's)": "step 4i record against step 4f's: floats differing (largest difference)",
+    " (step 4j record against step 4f's)": "step 4j record against step 4f's: floats differing (largest difference)",
 }
 
 

@@ -420,24 +420,27 @@ template <int Pad> void launch_prep_lean(const GdnParams & p, float * records, i
 // blocks skipped; checked whole with step 4c's chain of Warps warps and step 3f's output pass, timed alone or whole.
 // Step 4h (Prefetch): step 4f with the chunk's values asked into the L2 once the keys and queries are staged (session
 // 43, H100: refuted, about 1 us slower at T = 512; kept as the measured contrast, kernels/NOTES-chunked-gdn.md).
-// Step 4i (Bulk, session 44): step 4f with the record's W and U0 sent out of shared memory by the bulk copy.
-template <int Pad, bool RoundQe = false, bool Prefetch = false, bool Bulk = false>
+// Step 4i (Bulk, session 44): step 4f with the record's W and U0 sent out of shared memory by the bulk copy; step 4j
+// (BulkQ): step 4i with QKm sent out that way too.
+template <int Pad, bool RoundQe = false, bool Prefetch = false, bool Bulk = false, bool BulkQ = false>
 void launch_prep_rounded(const GdnParams & p, float * records, int sabotage) {
     using namespace fusekit_gdn_tc;
     const dim3 prep_grid(unsigned(chunk_count(p.T)), unsigned(p.H_v), unsigned(p.B));
-    chunked_gdn_tc_prep_rounded<Pad, RoundQe, Prefetch, Bulk>
+    chunked_gdn_tc_prep_rounded<Pad, RoundQe, Prefetch, Bulk, BulkQ>
         <<<prep_grid, kPrepThreads, prep_rounded_shared_bytes<Pad>()>>>(p, records, sabotage);
 }
-// Rounded: step 4f's prep pass in step 4e's place; Prefetch: step 4h's in step 4f's; Bulk: step 4i's.
-template <bool Whole, int Warps, bool Rounded = false, bool Prefetch = false, bool Bulk = false> struct PrepLeanVariant {
+// Rounded: step 4f's prep pass in step 4e's place; Prefetch: step 4h's in step 4f's; Bulk: step 4i's; BulkQ too: 4j's.
+template <bool Whole, int Warps, bool Rounded = false, bool Prefetch = false, bool Bulk = false, bool BulkQ = false>
+struct PrepLeanVariant {
     static_assert(Rounded || !(Prefetch || Bulk), "steps 4h and 4i are step 4f's prep pass changed");
-    static_assert(!(Prefetch && Bulk), "one change at a time");
+    static_assert(!(Prefetch && Bulk) && (Bulk || !BulkQ), "one change at a time; step 4j is step 4i's changed");
     static constexpr int          Pad   = fusekit_gdn_tc::kPadBanks;
-    static constexpr const char * kStep = Bulk ? "step 4i" : Prefetch ? "step 4h" : Rounded ? "step 4f" : "step 4e";
+    static constexpr const char * kStep =
+        BulkQ ? "step 4j" : Bulk ? "step 4i" : Prefetch ? "step 4h" : Rounded ? "step 4f" : "step 4e";
     static constexpr const char * kPass = Whole ? "whole" : "prep pass";
     static constexpr const char * kKey  = Whole ? "median_us" : "prep_median_us";
     static constexpr auto         kernel() {
-        return Rounded ? fusekit_gdn_tc::chunked_gdn_tc_prep_rounded<Pad, false, Prefetch, Bulk> :
+        return Rounded ? fusekit_gdn_tc::chunked_gdn_tc_prep_rounded<Pad, false, Prefetch, Bulk, BulkQ> :
                          fusekit_gdn_tc::chunked_gdn_tc_prep_lean<Pad>;
     }
     static size_t shared_bytes() {
@@ -445,7 +448,7 @@ template <bool Whole, int Warps, bool Rounded = false, bool Prefetch = false, bo
     }
     static void prep(const GdnParams & p, float * records, int sabotage) {
         if constexpr (Rounded) {
-            launch_prep_rounded<Pad, false, Prefetch, Bulk>(p, records, sabotage);
+            launch_prep_rounded<Pad, false, Prefetch, Bulk, BulkQ>(p, records, sabotage);
         } else {
             launch_prep_lean<Pad>(p, records, sabotage);
         }
@@ -480,6 +483,7 @@ using PrepRounded       = PrepLeanVariant<false, 2, true>;
 using WholeRoundedPrep2 = PrepLeanVariant<true, 2, true>;
 using PrepPrefetch      = PrepLeanVariant<false, 2, true, true>;
 using PrepBulk          = PrepLeanVariant<false, 2, true, false, true>;
+using PrepBulkQKm       = PrepLeanVariant<false, 2, true, false, true, true>;
 
 // Step 4g: step 3f's output pass (128 columns) with its staging at compile-time offsets and its result stored from
 // the fragments; checked whole after step 4f's prep pass and step 4c's chain of 2 warps, timed alone (the output pass)
@@ -525,21 +529,22 @@ using WholeOutputLean = OutputLeanVariant<true>;
 
 // Step 5a: two passes, step 4f's prep pass storing Qe and QKm in TF32 and a chain of 2 warps that computes the outputs
 // too; checked whole, timed as the chain alone (it reads the records only, so every call is the same) or whole.
-// Prefetch: step 4h's prep pass in step 4f's place, Bulk: step 4i's (each checked and timed whole).
+// Prefetch: step 4h's prep pass in step 4f's place, Bulk: step 4i's, BulkQ too: step 4j's (each checked and timed
+// whole).
 void launch_chain_output(const GdnParams & p, const float * records) {
     using namespace fusekit_gdn_tc;
     const dim3 grid(unsigned(kS / 32), unsigned(p.H_v), unsigned(p.B));
     chunked_gdn_tc_chain_output<2><<<grid, 64, chain_output_shared_bytes<2>()>>>(p, records);
 }
-template <bool Whole, bool Prefetch = false, bool Bulk = false> struct FusedVariant {
-    static_assert(!(Prefetch && Bulk), "one change at a time");
+template <bool Whole, bool Prefetch = false, bool Bulk = false, bool BulkQ = false> struct FusedVariant {
+    static_assert(!(Prefetch && Bulk) && (Bulk || !BulkQ), "one change at a time; step 4j is step 4i's changed");
     static constexpr int          Pad   = fusekit_gdn_tc::kPadBanks;
-    static constexpr const char * kStep = Bulk ? "step 4i" : Prefetch ? "step 4h" : "step 5a";
+    static constexpr const char * kStep = BulkQ ? "step 4j" : Bulk ? "step 4i" : Prefetch ? "step 4h" : "step 5a";
     static constexpr const char * kPass = Whole ? "whole" : "chain";
     static constexpr const char * kKey  = Whole ? "median_us" : "chain_median_us";
     static void allow() {
         using namespace fusekit_gdn_tc;
-        CHECK(cudaFuncSetAttribute(chunked_gdn_tc_prep_rounded<Pad, true, Prefetch, Bulk>,
+        CHECK(cudaFuncSetAttribute(chunked_gdn_tc_prep_rounded<Pad, true, Prefetch, Bulk, BulkQ>,
                                    cudaFuncAttributeMaxDynamicSharedMemorySize, int(prep_rounded_shared_bytes<Pad>())));
         CHECK(cudaFuncSetAttribute(chunked_gdn_tc_chain_output<2>, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                    int(chain_output_shared_bytes<2>())));
@@ -552,7 +557,7 @@ template <bool Whole, bool Prefetch = false, bool Bulk = false> struct FusedVari
         return ctas;
     }
     static void split(const GdnParams & p, float * records, float *, int sabotage) {
-        launch_prep_rounded<Pad, true, Prefetch, Bulk>(p, records, sabotage);
+        launch_prep_rounded<Pad, true, Prefetch, Bulk, BulkQ>(p, records, sabotage);
         launch_chain_output(p, records);
     }
     static void timed(const GdnParams & p, float * records, float * states) {
@@ -567,6 +572,7 @@ using FusedChain         = FusedVariant<false>;
 using FusedWhole         = FusedVariant<true>;
 using FusedWholePrefetch = FusedVariant<true, true>;
 using FusedWholeBulk     = FusedVariant<true, false, true>;
+using FusedWholeBulkQKm  = FusedVariant<true, false, true, true>;
 
 // Two runs of the same buffer compared element by element as floats (equal values, a signed zero aside): how many
 // differ, how many of those only one run wrote, and the largest difference of the others. Each run writes into the
@@ -699,6 +705,8 @@ int main(int argc, char ** argv) {
     FusedWholePrefetch::allow();
     PrepBulk::allow();
     FusedWholeBulk::allow();
+    PrepBulkQKm::allow();
+    FusedWholeBulkQKm::allow();
     std::printf("step 3d prep pass: %d CTA(s) per SM; step 3f output passes: 128 columns: %d, 64 columns: %d\n",
                 PrepMma::ctas_per_sm(), OutputMma::ctas_per_sm(), OutputMma64::ctas_per_sm());
     const int prep_ctas = prep_ctas_per_sm<fusekit_gdn_tc::kPadNone>();
@@ -897,6 +905,10 @@ int main(int argc, char ** argv) {
         pass_variant(PrepBulk{}, "prep pass alone, step 4f's with W and U0 leaving by bulk copy");
         pass_variant(FusedWhole{}, "whole in two passes, with step 4f's prep pass storing Qe and QKm in TF32, beside step 4i");
         pass_variant(FusedWholeBulk{}, "whole in two passes, with step 4i's prep pass storing Qe and QKm in TF32");
+        pass_variant(PrepBulk{}, "prep pass alone, step 4f's with W and U0 leaving by bulk copy, again beside step 4j");
+        pass_variant(PrepBulkQKm{}, "prep pass alone, step 4i's with QKm leaving by bulk copy too");
+        pass_variant(FusedWholeBulk{}, "whole in two passes, with step 4i's prep pass storing Qe and QKm in TF32, beside step 4j");
+        pass_variant(FusedWholeBulkQKm{}, "whole in two passes, with step 4j's prep pass storing Qe and QKm in TF32");
         // steps 4f and 4g against the passes they replace, float for float (under --sabotage: the sabotaged run
         // against the clean one)
         auto compared = [&](const char * what, const RunComparison & cmp) {
@@ -922,6 +934,10 @@ int main(int argc, char ** argv) {
                      compare_runs(d_records, size_t(workspace_floats(p)),
                                   [&] { launch_prep_rounded<kPadBanks>(p, d_records, 0); },
                                   [&] { launch_prep_rounded<kPadBanks, false, false, true>(p, d_records, sab); }));
+            compared("step 4j record against step 4f's",
+                     compare_runs(d_records, size_t(workspace_floats(p)),
+                                  [&] { launch_prep_rounded<kPadBanks>(p, d_records, 0); },
+                                  [&] { launch_prep_rounded<kPadBanks, false, false, true, true>(p, d_records, sab); }));
             compared("step 4g output against step 3f's",
                      compare_runs(d_dst, out.size(), [&] { PrepLean::split(p, d_records, d_states, 0); },
                                   [&] {

@@ -737,13 +737,26 @@ __device__ __forceinline__ void wait_bulk_copies_read() {
 #endif
 }
 
+// Step 4j (session 44, written after step 4i's run and before its own): QKm leaves by the bulk copy too. Step 4i's
+// profile (results/h100-2026-12-06-session44b-step4i/ncu-4i/phases-step4i.md): the products' phase (4), where QKm's
+// 8-byte pairs are stored from the fragments (48,128 STG with the zero blocks' 16-byte stores, three quarters of W's),
+// is now the largest, 897 of 3,746 samples (wait 244, mio 155). Its pairs go to the solve's matrix buffer pinv instead
+// (free from the gate scan until the solve writes it; rows LC floats apart), the zero blocks too, and threads 0-63
+// each send one 256-byte row to the record after the barrier that ends the phase; they wait for the copy to have read
+// pinv, and one more barrier, before the solve writes it. The values are step 4i's, so the record is step 4f's bit for
+// bit. Prediction (before any run), H100: the prep pass alone 35.5-36.8 us at T = 512 (step 4i 37.2-37.7), 266-274 at
+// T = 4096 (275.3-278.2); two passes whole 72.5-74 / 520-532 (step 4i 74.4-75.3 / 530.6-538.9). Less than step 4i's
+// gain: fewer stores, and the wait before the solve is exposed (about 16 KB read out of shared memory). Refuted if the
+// prep pass is not under step 4i's beside it in the same process by 0.5 us or more at T = 512.
+
 // RoundQe (step 5a's prep pass): the record's Qe and QKm stored rounded to TF32 too, for a chain that reads them as
 // B operands without rounding (the output passes round them again: the same values). PrefetchValues: step 4h.
-// BulkStores: step 4i.
-template <int Pad, bool RoundQe = false, bool PrefetchValues = false, bool BulkStores = false>
+// BulkStores: step 4i. BulkQKm (with BulkStores): step 4j.
+template <int Pad, bool RoundQe = false, bool PrefetchValues = false, bool BulkStores = false, bool BulkQKm = false>
 __global__ void __launch_bounds__(kPrepThreads) chunked_gdn_tc_prep_rounded(GdnParams p, float * records, int sabotage) {
+    static_assert(BulkStores || !BulkQKm, "step 4j is step 4i with QKm by bulk copy too");
     constexpr int  LS = Rows<Pad>::S, LC = Rows<Pad>::C;
-    constexpr bool Bulk = BulkStores && kBulkCopyToGlobal;
+    constexpr bool Bulk = BulkStores && kBulkCopyToGlobal, BulkQ = BulkQKm && Bulk;
     extern __shared__ __align__(128) unsigned char shared_prep_rounded[];
     PrepRoundedShared<Pad> & sh = *reinterpret_cast<PrepRoundedShared<Pad> *>(shared_prep_rounded);
     const int c = int(blockIdx.x), h = int(blockIdx.y), b = int(blockIdx.z);
@@ -798,10 +811,13 @@ __global__ void __launch_bounds__(kPrepThreads) chunked_gdn_tc_prep_rounded(GdnP
         const float a1 = m + 1 < s && s < L ? sh.beta[s] * expf(float(sh.G[s] - sh.G[m + 1])) * x1 : 0.0f;
         *reinterpret_cast<float2 *>(&sh.a[s * LC + m]) = make_float2(a0, a1);
     };
-    auto store_qkm = [&](int r, int s, float x0, float x1) {
+    // QKm's row r, column s: in the record, or (step 4j) in pinv until the bulk copy sends it
+    float * const qkm_staged = sh.pinv;
+    auto          qkm_at     = [&](int r, int s) { return BulkQ ? qkm_staged + r * LC + s : rec + Record::QKm + r * kC + s; };
+    auto          store_qkm  = [&](int r, int s, float x0, float x1) {
         const float d0 = s <= r && r < L ? expf(float(sh.G[r] - sh.G[s])) : 0.0f;
         const float d1 = s + 1 <= r && r < L ? expf(float(sh.G[r] - sh.G[s + 1])) : 0.0f;
-        *reinterpret_cast<float2 *>(rec + Record::QKm + r * kC + s) =
+        *reinterpret_cast<float2 *>(qkm_at(r, s)) =
             RoundQe ? make_float2(tf32(d0 * x0), tf32(d1 * x1)) : make_float2(d0 * x0, d1 * x1);
     };
     for (int job = warp; job < 12; job += kPrepWarps) {
@@ -815,14 +831,28 @@ __global__ void __launch_bounds__(kPrepThreads) chunked_gdn_tc_prep_rounded(GdnP
     }
     if (warp >= 4) {  // the warps with one pair: Q K^T's zero blocks (rows 0-31, columns 32-63) into the record
         const int i = tid - 128, r = i / 4, s = 32 + 8 * (i % 4);
-        *reinterpret_cast<float4 *>(rec + Record::QKm + r * kC + s)     = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
-        *reinterpret_cast<float4 *>(rec + Record::QKm + r * kC + s + 4) = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+        *reinterpret_cast<float4 *>(qkm_at(r, s))     = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+        *reinterpret_cast<float4 *>(qkm_at(r, s + 4)) = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+    }
+    if constexpr (BulkQ) {
+        fence_shared_for_bulk_copy();
     }
     __syncthreads();  // the keys and queries are read: the scaled keys into qb, the keys' buffer the solve's scratch
+    if constexpr (BulkQ) {
+        if (tid < kC) {
+            bulk_copy_to_global(rec + Record::QKm + tid * kC, qkm_staged + tid * LC, kC * int(sizeof(float)));
+        }
+    }
 
 #pragma unroll
     for (int u = 0; u < kLeanPasses; ++u) {
         *reinterpret_cast<float4 *>(&sh.qb[(row + u * kLeanRowsAPass) * LS + col]) = kv[u];
+    }
+    if constexpr (BulkQ) {
+        if (tid < kC) {
+            wait_bulk_copies_read();  // QKm's rows out of pinv before the solve writes it
+        }
+        __syncthreads();
     }
     invert_unit_lower_blocked(sh.a, sh.pinv, sh.k, tid, kPrepThreads, fusekit_gdn::CtaBarrier{}, 0, LC);
 

@@ -520,12 +520,18 @@ def test_chunked_gdn_table_has_steps_4f_to_5a_and_their_comparisons() -> None:
             "whole in two passes, with step 4i's prep pass storing Qe and QKm in TF32",
             "step 4i: step 4f's prep pass with the record's W and U0 staged in shared memory",
         ),
+        (
+            "step 4j",
+            "prep pass alone, step 4i's with QKm leaving by bulk copy too",
+            "whole in two passes, with step 4j's prep pass storing Qe and QKm in TF32",
+            "step 4j: step 4i's prep pass with the record's QKm also staged in shared memory",
+        ),
     ],
 )
 def test_chunked_gdn_table_has_a_prep_step_and_its_record_comparison(
     step: str, alone: str, whole: str, caption: str
 ) -> None:
-    """Steps 4h (session 43) and 4i (session 44): the prep pass alone and two passes whole get columns from the
+    """Steps 4h (session 43), 4i and 4j (session 44): the prep pass alone and two passes whole get columns from the
     program's row names (as the program writes them), and the record's comparison with step 4f's a column of its own."""
     data = json.loads(
         (SESSION8.parent / "h100-2026-12-06-session42-two-pass" / "chunked-gdn-standalone.json").read_text()
