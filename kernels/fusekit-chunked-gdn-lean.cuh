@@ -829,7 +829,7 @@ __global__ void __launch_bounds__(kPrepThreads) chunked_gdn_tc_prep_rounded(GdnP
             tile_pair_product<kS / 8, LS, 1, 1, LS, false>(sh.qb, sh.k, tm, tn0, store_qkm);
         }
     }
-    if (warp >= 4) {  // the warps with one pair: Q K^T's zero blocks (rows 0-31, columns 32-63) into the record
+    if (warp >= 4) {  // the warps with one pair: Q K^T's zero blocks (rows 0-31, columns 32-63), where QKm goes
         const int i = tid - 128, r = i / 4, s = 32 + 8 * (i % 4);
         *reinterpret_cast<float4 *>(qkm_at(r, s))     = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
         *reinterpret_cast<float4 *>(qkm_at(r, s + 4)) = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
