@@ -3,8 +3,9 @@ builds a qwen35moe gated-delta-net layer as the model does, allocates it with gg
 buffers handed on included, weights in their own buffer), plans, and checks which chains are claimed (one
 token: all three launches; prompts, head size 16: none; an outside reader of the q norm: not the q/k/beta
 launch) and that the patched loop runs every other node exactly once; built again as the experiments
-fusion-2-conv-window and fusion-2-state-rows enable their matching, and with fusion-2-reshape-residual's epilogue
-in the walk (which must leave fusion-2's nodes alone). Needs nvcc (the glue includes
+fusion-2-conv-window and fusion-2-state-rows enable their matching, with fusion-2-reshape-residual's epilogue
+in the walk (which must leave fusion-2's nodes alone), and on fusekit-gdn-chains.cu as fusion-2-state-rows and
+fusion-2-within-gdn patch it (the q/k/beta launch folded into the GATED_DELTA_NET). Needs nvcc (the glue includes
 ggml-cuda's common.cuh) and the stock CPU build's libggml-base."""
 
 from __future__ import annotations
@@ -28,11 +29,55 @@ pytestmark = [
 ]
 
 
+EXPERIMENTS = REPO / "patches" / "experiments"
+WITHIN_PATCHES = [EXPERIMENTS / "fusion-2-state-rows.patch", EXPERIMENTS / "fusion-2-within-gdn.patch"]
+
+
+# match_within's rules for one sequence: the state read in place, and v of one sequence
+WITHIN_ONE_SEQUENCE = {
+    " || plan.state_rows.count(at) == 0": "",
+    "k.x->nb[1] != k.scale->nb[1] || v->ne[3] != 1": "k.x->nb[1] != k.scale->nb[1]",
+}
+
+
+def within_gdn_source(work: Path, sabotage: bool = False) -> Path:
+    """fusion-2's matching as fusion-2-state-rows and fusion-2-within-gdn patch it: copies of its sources under work
+    with the two patches' hunks for them applied; returns the patched fusekit-gdn-chains.cu. sabotage: without the
+    rules for one sequence (a fold then also where the GATED_DELTA_NET takes no cache fusion)."""
+    folder = work / "ggml" / "src" / "ggml-cuda"
+    folder.mkdir(parents=True)
+    for name in ("fusekit-gdn-chains.cu", "fusekit-gdn-chains.cuh", "fusekit-gdn-chains-glue.cuh"):
+        (folder / name).write_bytes((REPO / "kernels" / name).read_bytes())
+    for patch in WITHIN_PATCHES:
+        applied = subprocess.run(
+            ["git", "apply", "--include=ggml/src/ggml-cuda/fusekit-gdn-chains*", str(patch)],
+            cwd=work,
+            capture_output=True,
+            text=True,
+        )
+        assert applied.returncode == 0, applied.stderr
+    source = folder / "fusekit-gdn-chains.cu"
+    if sabotage:
+        text = source.read_text()
+        for rule, without in WITHIN_ONE_SEQUENCE.items():
+            assert text.count(rule) == 1, rule
+            text = text.replace(rule, without)
+        source.write_text(text)
+    return source
+
+
 def build_plan_test(
-    home: Path, build: BuildResult, work: Path, conv_window: int, state_rows: int, residual: bool = False
+    home: Path,
+    build: BuildResult,
+    work: Path,
+    conv_window: int,
+    state_rows: int,
+    residual: bool = False,
+    within: bool = False,
+    sabotage_within: bool = False,
 ) -> Path:
     """The plan test, compiled for the given experiments; residual: with fusion-2-reshape-residual's header, taken
-    from the patch as it creates it."""
+    from the patch as it creates it; within: on fusion-2-within-gdn's matching (within_gdn_source, sabotaged or not)."""
     tree = build.build_dir.parent
     lib = build.bin_dir
     cublas = cublas_include(NVCC, home / "cache", None, lambda _msg: None)
@@ -48,6 +93,8 @@ def build_plan_test(
         f"-DFUSEKIT_GDN_CONV_WINDOW={conv_window}",
         f"-DFUSEKIT_GDN_STATE_ROWS={state_rows}",
         f"-DFUSEKIT_RESHAPE_RESIDUAL={int(residual)}",
+        f"-DFUSEKIT_GDN_WITHIN={int(within)}",
+        *([f'-DFUSEKIT_GDN_CHAINS_SOURCE="{within_gdn_source(work, sabotage_within)}"'] if within else []),
         *[f"-I{p}" for p in includes],
         "-o",
         str(program),
@@ -80,6 +127,26 @@ def test_gdn_chains_plan(
     ran = subprocess.run([str(program)], capture_output=True, text=True, timeout=300)
     assert ran.returncode == 0, ran.stdout[-3000:] + ran.stderr[-1000:]
     assert "plan checks passed" in ran.stdout
+
+
+def test_the_within_gdn_fold(pinned_home: Path, stock_build: BuildResult, tmp_path: Path) -> None:
+    """fusion-2-within-gdn (on fusion-2-state-rows, with the conv window): the q/k/beta launch folded into the
+    GATED_DELTA_NET wherever it is planned and the state is read in place (one token of one sequence, heads of 32-128
+    floats), the SIGMOID skipped, and the fold reading the norms' and the SIGMOID's sources; the walk runs every other
+    node once. Sabotage: the matching without its rules for one sequence folds where the GATED_DELTA_NET takes no
+    cache fusion (4 sequences), and the program must fail there."""
+    program = build_plan_test(pinned_home, stock_build, tmp_path / "clean", 1, 1, within=True)
+    ran = subprocess.run([str(program)], capture_output=True, text=True, timeout=300)
+    assert ran.returncode == 0, ran.stdout[-3000:] + ran.stderr[-1000:]
+    assert "plan checks passed" in ran.stdout
+    folded = [line for line in ran.stdout.splitlines() if "folded 1" in line]
+    assert any(line.startswith("35B, 1 token, 6 layers") for line in folded), ran.stdout
+    assert not any("sequences" in line or "prompt" in line for line in folded), ran.stdout
+    sabotage = tmp_path / "sabotage"
+    sabotaged = build_plan_test(pinned_home, stock_build, sabotage, 1, 1, within=True, sabotage_within=True)
+    failed = subprocess.run([str(sabotaged)], capture_output=True, text=True, timeout=300)
+    assert failed.returncode == 1, failed.stdout[-3000:]
+    assert "4 sequences: a fold has the state in place" in failed.stdout, failed.stdout[-3000:]
 
 
 def test_the_residual_epilogue_leaves_fusion_2s_nodes_alone(

@@ -9,7 +9,16 @@
 // Build (needs a CPU build of the pinned tree for libggml-base):
 //   nvcc -std=c++17 -I$T/ggml/include -I$T/ggml/src -I$T/ggml/src/ggml-cuda -Ikernels -I$CUBLAS_INCLUDE \
 //        tests/cpp/gdn_chains_plan_test.cu -L$T/build-cpu/bin -lggml-base -o plan_test
+// Built with -DFUSEKIT_GDN_WITHIN=1 and -DFUSEKIT_GDN_CHAINS_SOURCE naming a copy of fusekit-gdn-chains.cu patched by
+// fusion-2-state-rows and fusion-2-within-gdn, it checks that experiment's fold of the q/k/beta launch too.
+#ifndef FUSEKIT_GDN_WITHIN
+#define FUSEKIT_GDN_WITHIN 0
+#endif
+#ifdef FUSEKIT_GDN_CHAINS_SOURCE
+#include FUSEKIT_GDN_CHAINS_SOURCE
+#else
 #include "../../kernels/fusekit-gdn-chains.cu"
+#endif
 
 #ifndef FUSEKIT_RESHAPE_RESIDUAL
 #define FUSEKIT_RESHAPE_RESIDUAL 0
@@ -238,6 +247,9 @@ static void run_case(const char * name, int64_t Hv, int64_t Hk, int64_t D, int64
     // the state read in place (experiment fusion-2-state-rows): at one token of one sequence, unless the allocator
     // hands the index's memory (s_copy, an input) to another node before the GATED_DELTA_NET reads it
     const bool expect_state = FUSEKIT_GDN_STATE_ROWS && T == 1 && S == 1 && !index_reused;
+    // the q/k/beta launch folded into the GATED_DELTA_NET (experiment fusion-2-within-gdn): where that launch is
+    // planned and the state is read in place, for heads of 32 to 128 floats
+    const bool expect_within = FUSEKIT_GDN_WITHIN && expect_qk && expect_state && D >= 32 && D <= 128;
 
     ggml_gallocr_t galloc = ggml_gallocr_new(ggml_backend_cpu_buffer_type());
     EXPECT(ggml_gallocr_alloc_graph(galloc, g), "%s: allocation", name);
@@ -255,6 +267,7 @@ static void run_case(const char * name, int64_t Hv, int64_t Hk, int64_t D, int64
     }
     int  i_sigmoid = -1;
     bool got_gate = true, got_qk = true, got_gn = true, got_conv = true, got_state = true;  // in every layer
+    bool got_within = FUSEKIT_GDN_WITHIN != 0;
     for (const Layer & L : layers) {
         int i_gdn = -1, i_silu = -1, i_add = -1, i_conv = -1, i_state_rows = -1;
         for (int i = 0; i < g->n_nodes; ++i) {
@@ -268,11 +281,24 @@ static void run_case(const char * name, int64_t Hv, int64_t Hk, int64_t D, int64
         }
         auto fused_at = [&](int i) { return fusekit_gdn_chains_role(g, i) == fusekit_gdn_role::fused; };
         got_gate = got_gate && fused_at(i_add);
-        got_qk   = got_qk && fused_at(i_sigmoid);
         got_gn   = got_gn && fused_at(i_silu);
         got_conv = got_conv && fused_at(i_conv);
         fusekit_gdn_state_rows rows{};
         const bool in_place = fusekit_gdn_chains_state_rows(g, i_gdn, rows);
+#if FUSEKIT_GDN_WITHIN
+        fusekit_gdn_within within{};
+        const bool         folded = fusekit_gdn_chains_within(g, i_gdn, within);
+        const ggml_tensor * gdn   = L.gdn;
+        EXPECT(!folded || (in_place && fusekit_gdn_chains_role(g, i_sigmoid) == fusekit_gdn_role::skip),
+               "%s: a fold has the state in place and the SIGMOID skipped", name);
+        EXPECT(!folded || (within.q == gdn->src[0]->src[0]->src[0]->data &&
+                           within.k == gdn->src[1]->src[0]->src[0]->data && within.beta == L.sigmoid->src[0]->data),
+               "%s: the fold reads the norms' and the SIGMOID's sources", name);
+        got_within = got_within && folded;
+        got_qk     = got_qk && (fused_at(i_sigmoid) || folded);
+#else
+        got_qk = got_qk && fused_at(i_sigmoid);
+#endif
         EXPECT(in_place == (fusekit_gdn_chains_role(g, i_state_rows) == fusekit_gdn_role::skip),
                "%s: the state's GET_ROWS is skipped exactly when the state is read in place", name);
         EXPECT(!in_place || (rows.base == L.state_cache->data && rows.row == s_copy->data &&
@@ -286,7 +312,8 @@ static void run_case(const char * name, int64_t Hv, int64_t Hk, int64_t D, int64
     EXPECT(got_gn == expect_gated_norm, "%s: gated norm planned %d", name, got_gn);
     EXPECT(got_conv == expect_conv, "%s: conv window planned %d", name, got_conv);
     EXPECT(got_state == expect_state, "%s: state read in place %d", name, got_state);
-    EXPECT(n_skip == n_layers * (2 * got_gate + 4 * got_qk + 3 * got_gn + 4 * got_conv + got_state),
+    EXPECT(got_within == expect_within, "%s: q/k/beta folded into the GATED_DELTA_NET %d", name, got_within);
+    EXPECT(n_skip == n_layers * (2 * got_gate + 4 * got_qk + 3 * got_gn + 4 * got_conv + got_state + got_within),
            "%s: %d nodes claimed", name, n_skip);
 
     std::vector<int> runs;
@@ -313,8 +340,8 @@ static void run_case(const char * name, int64_t Hv, int64_t Hk, int64_t D, int64
         }
     }
     std::printf("%-32s nodes %3d  alpha chain %d  q/k/beta %d  gated norm %d  conv window %d  state in place %d  "
-                "claimed %2d  residual epilogues %d  node runs + kernels %d\n", name, g->n_nodes, got_gate, got_qk, got_gn,
-                got_conv, got_state, n_skip, residual_epilogues, launches);
+                "folded %d  claimed %2d  residual epilogues %d  node runs + kernels %d\n", name, g->n_nodes, got_gate,
+                got_qk, got_gn, got_conv, got_state, got_within, n_skip, residual_epilogues, launches);
 
     // a disabled plan gives no roles
     fusekit_gdn_chains_plan(g, false);
