@@ -30,16 +30,18 @@ RESHAPE_RESIDUAL_PATCH = REPO / "patches" / "experiments" / "fusion-2-reshape-re
 RESHAPE_RESIDUAL_HEADER = "ggml/src/ggml-cuda/fusekit-reshape-residual.cuh"
 
 
+def apply_hunks(work: Path, include: str, patch: Path) -> None:
+    """The hunks of patch for the files matching include (a git pathspec glob), applied to the files under work."""
+    applied = subprocess.run(
+        ["git", "apply", f"--include={include}", str(patch)], cwd=work, capture_output=True, text=True
+    )
+    assert applied.returncode == 0, applied.stderr
+
+
 def reshape_residual_header(work: Path) -> Path:
     """The header experiment fusion-2-reshape-residual creates, written under work exactly as the patch has it;
     returns its folder (for -I)."""
-    applied = subprocess.run(
-        ["git", "apply", f"--include={RESHAPE_RESIDUAL_HEADER}", str(RESHAPE_RESIDUAL_PATCH)],
-        cwd=work,
-        capture_output=True,
-        text=True,
-    )
-    assert applied.returncode == 0, applied.stderr
+    apply_hunks(work, RESHAPE_RESIDUAL_HEADER, RESHAPE_RESIDUAL_PATCH)
     return work / Path(RESHAPE_RESIDUAL_HEADER).parent
 
 

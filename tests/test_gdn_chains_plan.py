@@ -18,7 +18,7 @@ import pytest
 from fusekit.build import BuildResult
 from fusekit.compilecheck import cublas_include, find_nvcc
 
-from .conftest import reshape_residual_header
+from .conftest import apply_hunks, reshape_residual_header
 
 REPO = Path(__file__).resolve().parent.parent
 NVCC = find_nvcc()
@@ -49,13 +49,7 @@ def within_gdn_source(work: Path, sabotage: bool = False) -> Path:
     for name in ("fusekit-gdn-chains.cu", "fusekit-gdn-chains.cuh", "fusekit-gdn-chains-glue.cuh"):
         (folder / name).write_bytes((REPO / "kernels" / name).read_bytes())
     for patch in WITHIN_PATCHES:
-        applied = subprocess.run(
-            ["git", "apply", "--include=ggml/src/ggml-cuda/fusekit-gdn-chains*", str(patch)],
-            cwd=work,
-            capture_output=True,
-            text=True,
-        )
-        assert applied.returncode == 0, applied.stderr
+        apply_hunks(work, "ggml/src/ggml-cuda/fusekit-gdn-chains*", patch)
     source = folder / "fusekit-gdn-chains.cu"
     if sabotage:
         text = source.read_text()
