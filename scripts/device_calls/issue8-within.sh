@@ -12,7 +12,7 @@ P=$PWD/patches/experiments X=$PWD/tests/patches
 F2X="fusion-2+$P/fusion-2-conv-window.patch+$P/fusion-2-reshape-residual.patch+$P/fusion-2-state-rows.patch"
 SABOTAGED="fusion-2+$P/fusion-2-state-rows.patch+$X/sabotage-gdn-chains.patch+$P/fusion-2-within-gdn.patch"
 export VARIANTS="$F2X+$P/fusion-2-pdl.patch $F2X+$P/fusion-2-pdl.patch+$P/fusion-2-within-gdn.patch $SABOTAGED"
-export FOCUS="2" EVAL_FUSIONS=" " ROUNDS=2 PROMPTS=512 DECODE_ROUNDS=15
+export FOCUS="2" EVAL_FUSIONS=" " ROUNDS=2 PROMPTS=512 DECODE_ROUNDS=${DECODE_ROUNDS:-15}
 export CHECK_BASE_OPS="GATED_DELTA_NET GATED_DELTA_NET_CACHE_FUSION" GPU0_STEPS="smoke check-mm eval eval-decode" GPU1_STEPS=" "
 bash scripts/h200_session.sh /tmp/b run > /tmp/run.log 2>&1
 bash scripts/h200_session.sh /tmp/b poll $((570 - SECONDS))
