@@ -349,7 +349,9 @@ def compile_check_cmd(
     """Compile, without a GPU, the CUDA units the current variant changes (nvcc -c per arch).
 
     Catches what a patch breaks in ggml-cuda before any GPU time is spent, and keeps a fusion
-    compiling for older architectures (sm_80) that no GPU here runs. Exits 1 if any unit fails.
+    compiling for older architectures (sm_80) that no GPU here runs. Then compares the external
+    symbols the compiled units define (nm): one defined by two units would not link into
+    libggml-cuda (a row "(link: ...)"). Exits 1 if any unit or the link check fails.
 
     \b
     Examples:

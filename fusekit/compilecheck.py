@@ -5,6 +5,11 @@ files there that include a changed header. Each is compiled with ``nvcc -c`` for
 architecture, with the flags ggml's CMake gives CUDA sources (``-use_fast_math -extended-lambda``,
 ``GGML_CUDA_USE_GRAPHS``). ggml-cuda includes ``cublas_v2.h``; a toolkit without cuBLAS gets the
 headers from the pinned ``nvidia-cublas`` wheel (headers only are extracted, once, into the cache).
+
+The units are linked into one library (libggml-cuda), so compiling each alone is not enough: a non-template kernel
+or function defined in a header that several units include links twice (session 45 lost a GPU build to one). After
+the compiles, the external symbols the units define are compared (``nm``); a symbol defined by two of them is
+reported as a failed check of its own.
 """
 
 from __future__ import annotations
@@ -16,6 +21,7 @@ import subprocess
 import sys
 import time
 import zipfile
+from collections import defaultdict
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass
@@ -34,6 +40,10 @@ INCLUDE_PATTERN = re.compile(r'^\s*#\s*include\s+"([^"]+)"', re.M)
 # of these types, from the cache variable GGML_CUDA_FA_QUANTS whose default ggml/CMakeLists.txt sets
 FA_TYPES_PATTERN = re.compile(r"set\(FA_TYPES ([a-z0-9_ ]+)\)")
 FA_DEFAULT_PATTERN = re.compile(r'set\s*\(GGML_CUDA_FA_QUANTS\s+"([^"]*)"\s+CACHE')
+# nm's letters for an external definition the linker will not merge with another (weak W/V and unique u ones it
+# merges: templates, inline functions)
+STRONG_SYMBOL_TYPES = frozenset("TDBRG")
+LINK_CHECK = "(link: external symbols of the units)"
 
 
 @dataclass(frozen=True)
@@ -143,9 +153,9 @@ def compile_unit(
     (fattn_defines).
 
     Through ccache when it is installed, with the trees' common root as base directory (as builds do),
-    so a unit that is the same in several stacks compiles once.
+    so a unit that is the same in several stacks compiles once. The object stays (object_path) for the link check.
     """
-    obj = scratch / f"{Path(unit).stem}.sm{arch}.o"
+    obj = object_path(scratch, unit, arch)
     launcher = shutil.which("ccache")
     env = {**os.environ, "CCACHE_BASEDIR": str(tree.parent), "CCACHE_NOHASHDIR": "1"} if launcher else None
     cmd = [
@@ -160,8 +170,59 @@ def compile_unit(
     if done.returncode != 0:
         lines = [ln for ln in (done.stderr + done.stdout).splitlines() if "error" in ln.lower()]
         errors = "\n".join(lines[:8]) or (done.stderr + done.stdout).strip()[-800:]
-    obj.unlink(missing_ok=True)
     return UnitResult(unit, arch, done.returncode == 0, round(seconds, 1), errors)
+
+
+def object_path(scratch: Path, unit: str, arch: str) -> Path:
+    return scratch / f"{Path(unit).stem}.sm{arch}.o"
+
+
+def external_definitions(nm: str, obj: Path) -> set[str]:
+    """The (mangled) names an object defines for the linker and will not let another object define too."""
+    done = subprocess.run(
+        [nm, "--defined-only", "--extern-only", "--format=posix", str(obj)], capture_output=True, text=True
+    )
+    if done.returncode != 0:
+        raise FusekitError(f"nm cannot read {obj.name}: {done.stderr.strip()[-300:]}")
+    names = set()
+    for line in done.stdout.splitlines():
+        fields = line.split()
+        if len(fields) >= 2 and fields[1] in STRONG_SYMBOL_TYPES:
+            names.add(fields[0])
+    return names
+
+
+def symbol_clashes(nm: str, objects: dict[str, Path]) -> dict[str, list[str]]:
+    """Symbols defined by more than one of the objects (by unit), each with the units that define it."""
+    owners: dict[str, list[str]] = defaultdict(list)
+    for unit, obj in sorted(objects.items()):
+        for name in external_definitions(nm, obj):
+            owners[name].append(unit)
+    return {name: units for name, units in sorted(owners.items()) if len(units) > 1}
+
+
+def demangled(names: list[str]) -> list[str]:
+    """The names as c++filt writes them (unchanged where it is missing)."""
+    tool = shutil.which("c++filt")
+    if tool is None or not names:
+        return names
+    done = subprocess.run([tool], input="\n".join(names), capture_output=True, text=True)
+    lines = done.stdout.splitlines()
+    return lines if done.returncode == 0 and len(lines) == len(names) else names
+
+
+def link_check(nm: str, objects: dict[str, Path], arch: str) -> UnitResult:
+    """One result for the units compiled for arch: failed where two of them define the same external symbol."""
+    start = time.monotonic()
+    clashes = symbol_clashes(nm, objects)
+    names = demangled(list(clashes))
+    errors = "\n".join(
+        f"error: {name} is defined in {', '.join(Path(u).name for u in units)}"
+        for name, units in zip(names[:8], list(clashes.values())[:8], strict=True)
+    )
+    if len(clashes) > 8:
+        errors += f"\n... and {len(clashes) - 8} more"
+    return UnitResult(LINK_CHECK, arch, not clashes, round(time.monotonic() - start, 1), errors)
 
 
 def compile_check(
@@ -173,7 +234,8 @@ def compile_check(
     jobs: int,
     note: Callable[[str], None],
 ) -> list[UnitResult]:
-    """Compile every touched unit for every arch (``jobs`` at a time); results in unit, arch order."""
+    """Compile every touched unit for every arch (``jobs`` at a time); results in unit, arch order, then per arch the
+    link check of the units that compiled (where there are two or more and ``nm`` is installed)."""
     units = touched_units(tree, changed_files(tree))
     if not units:
         return []
@@ -188,4 +250,20 @@ def compile_check(
         return result
 
     with ThreadPoolExecutor(max_workers=max(1, jobs)) as pool:
-        return list(pool.map(one, work))
+        results = list(pool.map(one, work))
+    nm = shutil.which("nm")
+    try:
+        for arch in archs:
+            objects = {r.unit: object_path(scratch, r.unit, arch) for r in results if r.arch == arch and r.ok}
+            if len(objects) < 2:
+                continue
+            if nm is None:
+                note(f"  no nm (binutils) on PATH: sm_{arch}'s units were not checked for symbols defined twice")
+                continue
+            linked = link_check(nm, objects, arch)
+            note(f"  {'ok    ' if linked.ok else 'FAILED'} sm_{arch} {LINK_CHECK}")
+            results.append(linked)
+    finally:
+        for unit, arch in work:
+            object_path(scratch, unit, arch).unlink(missing_ok=True)
+    return results

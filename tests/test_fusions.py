@@ -29,6 +29,7 @@ NAMES = [f.name for f in REGISTRY.fusions]
 NVCC = find_nvcc()
 needs_nvcc = pytest.mark.skipif(NVCC is None, reason="no nvcc on this machine: CUDA compile checks need it")
 BROKEN = str(Path(__file__).resolve().parent / "patches" / "cuda-compile-error.patch")
+CLASH = str(Path(__file__).resolve().parent / "patches" / "cuda-symbol-clash.patch")
 
 
 def stacks() -> list[list[str]]:
@@ -47,10 +48,10 @@ def run(home: Path, *args: str) -> tuple[int, str]:
     return done.exit_code, done.output
 
 
-def run_json(home: Path, *args: str) -> object:
-    """The JSON that a command prints on stdout (progress goes to stderr)."""
+def run_json(home: Path, *args: str, expect_code: int = 0) -> object:
+    """The JSON that a command prints on stdout (progress goes to stderr), after it exited with expect_code."""
     done = CliRunner().invoke(main, ["--home", str(home), *args])
-    assert done.exit_code == 0, done.output
+    assert done.exit_code == expect_code, done.output
     return json.loads(done.stdout)
 
 
@@ -226,6 +227,18 @@ def test_a_compile_error_fails_the_check(home: Path) -> None:
     code, output = run(home, "compile-check", "--arch", "80")
     assert code == 1
     assert "nidx_undeclared" in output and "1 of 1 compiles failed on cuda-compile-error" in output
+
+
+@needs_nvcc
+def test_a_symbol_defined_in_two_units_fails_the_check(home: Path) -> None:
+    """Each unit compiles alone, but the kernel their common header defines would link twice into libggml-cuda
+    (session 45's first fold build failed so on the H100): the link check must fail and say where."""
+    assert run(home, "apply", CLASH)[0] == 0
+    record = run_json(home, "compile-check", "--arch", "80", "--json", expect_code=1)
+    by_unit = {u["unit"]: u for u in record["units"]}
+    assert by_unit["ggml/src/ggml-cuda/arange.cu"]["ok"] and by_unit["ggml/src/ggml-cuda/fill.cu"]["ok"]
+    (link,) = [u for u in record["units"] if u["unit"].startswith("(link")]
+    assert not link["ok"] and "fusekit_clash_probe_kernel(float*) is defined in arange.cu, fill.cu" in link["errors"]
 
 
 def test_the_whole_stack_still_builds_on_the_cpu(home: Path, stock_build: BuildResult) -> None:
