@@ -11,7 +11,7 @@
 # Then two chains, one per GPU when there are two (else one after the other):
 #   GPU 0: smoke (a short run of each variant), eval (each fusion alone and the stack vs stock, 35B preset), eval2 (second model), profiles A
 #   GPU 1: check (test-backend-ops, sabotage builds), race (bridge), profiles B
-# The single steps (evaluated, check, check-own, eval, eval-own, eval-decode, eval2, race, race-mm, profile-a, profile-b, kernels, standalone) can also be run alone.
+# The single steps (evaluated, check, check-own, eval, eval-own, eval-decode, eval2, race, race-mm, memcheck, profile-a, profile-b, kernels, standalone) can also be run alone.
 # Besides the stack of every fusion, the stack with every experiment (patches/experiments/) on top is built,
 # checked, evaluated and profiled.
 # GPU0_STEPS / GPU1_STEPS replace the two chains' steps (e.g. GPU1_STEPS="check-mm eval2" for a short session);
@@ -406,6 +406,36 @@ case "$STEP" in
   race)
     each race || true
     ;;
+  memcheck)  # llama-perplexity of stock and each measured variant with MEMCHECK_ARGS (default: two chunks of 512 tokens
+    # at one token a batch, which aborted fusion-2-within-gdn in session 45) on MEMCHECK_MODEL (default the 35B preset),
+    # CUDA graphs off; where a run fails, the same again under compute-sanitizer --tool memcheck, whose first report
+    # names the kernel, the thread and the address, with FUSEKIT_GDN_DEBUG=1 (fusion-2's plan). A line each in
+    # results/memcheck.txt (sabotaged builds are left out: their values are wrong on purpose); logs memcheck-*
+    use_fusekit
+    text="$B/smoke-text.txt" model=${MEMCHECK_MODEL:-$BIG}
+    [[ -s "$text" ]] || python3 -c 'import pydoc_data.topics as t; print("\n\n".join(t.topics.values()))' >"$text"
+    read -r -a args <<<"${MEMCHECK_ARGS:--c 512 --chunks 2 -b 512 -ub 1}"
+    sanitizer=$(command -v compute-sanitizer || echo /usr/local/cuda/bin/compute-sanitizer)
+    : >"$B/results/memcheck.txt"
+    # shellcheck disable=SC2046
+    for spec in stock $(timed $(ok_variants $(measured "${FUSIONS[@]}" "$STACK" "${EXPERIMENTS[@]}" "$STACK_EXP"))); do
+      [[ $spec != *@* ]] || continue  # an arm runs its variant's build, whose run here covers it
+      label=$(spec_label "$spec") rc=0 outcome="runs through"
+      run=("$(bin_of "$label")/llama-perplexity" -m "$model" -f "$text" "${args[@]}" -ngl 99)
+      plain=$(log_path "memcheck-plain-$label")
+      GGML_CUDA_DISABLE_GRAPHS=1 timeout "${MEMCHECK_PLAIN_TIMEOUT:-300}" "${run[@]}" >"$plain" 2>&1 || rc=$?
+      if ((rc != 0)); then
+        outcome="fails: $(grep -m 1 -o 'CUDA error: .*' "$plain" || echo "exit $rc")"
+        checked=$(log_path "memcheck-$label")
+        FUSEKIT_GDN_DEBUG=1 GGML_CUDA_DISABLE_GRAPHS=1 timeout "${MEMCHECK_TIMEOUT:-420}" "$sanitizer" --tool memcheck \
+          --print-limit 8 "${run[@]}" >"$checked" 2>&1 || true
+        first=$({ grep -m 1 -A 3 -E '^========= (Invalid|Misaligned|Program hit|Error)' "$checked" || true; } \
+          | tr -s ' \n' ' ' | cut -c1-400)
+        outcome="$outcome; memcheck: ${first:-no report (see $(basename "$checked"))}"
+      fi
+      echo "$label rc=$rc $outcome" | tee -a "$B/results/memcheck.txt"
+    done
+    ;;
   race-mm)  # issue #11's own measure, through the bridge (ggml_bridge mulmat: every contender checked against a
     # float64 reference of the same quantized weights, then timed interleaved): stock and each measured variant without
     # a sabotage patch on the whole shape table, RACE_TYPES (q8_0) at RACE_TOKENS (1,2,4,8); then each sabotaged
@@ -518,6 +548,6 @@ PY
   variants)  # what start builds besides stock
     all_variants
     ;;
-  *) echo "unknown step $STEP (run poll pack smoke check check-own eval-own check-mm control eval eval-decode eval2 race race-mm flake ncu-kernel profile-a profile-b standalone kernels models variants)" >&2
+  *) echo "unknown step $STEP (run poll pack smoke check check-own eval-own check-mm control eval eval-decode eval2 race race-mm flake memcheck ncu-kernel profile-a profile-b standalone kernels models variants)" >&2
      exit 2 ;;
 esac

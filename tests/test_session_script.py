@@ -596,3 +596,44 @@ def test_race_mm_races_the_variants_against_stock_and_judges_the_sabotage_by_its
     done = _run(batch, "race-mm", env)
     assert done.returncode == 0, done.stderr
     assert "NO RESULT: the bridge did not run" in (batch / "results" / "checks.txt").read_text()
+
+
+def test_memcheck_step_sanitizes_only_the_runs_that_fail(tmp_path: Path) -> None:
+    """Session 45: fusion-2-within-gdn aborted a two-chunk perplexity run with a misaligned address that no
+    test-backend-ops case and no decode bench showed. The memcheck step runs that command on stock and each measured
+    variant with CUDA graphs off, and only a failing one again under compute-sanitizer (slow), with fusion-2's plan
+    printed; the sanitizer's first report lands in results/memcheck.txt."""
+    home, batch, stub, calls = tmp_path / "home", tmp_path / "b", tmp_path / "stub", tmp_path / "sanitizer-calls.txt"
+    fails_without_graphs = (
+        'if [[ "${GGML_CUDA_DISABLE_GRAPHS:-}" == 1 ]]; then echo "CUDA error: misaligned address" >&2; exit 134; fi\n'
+    )
+    _fake_binary(home, "stock", "exit 0\n", tool="llama-perplexity")
+    _fake_binary(home, "fusion-2", fails_without_graphs, tool="llama-perplexity")
+    _stub_bin(
+        stub,
+        "compute-sanitizer",
+        f'echo "DEBUG=$FUSEKIT_GDN_DEBUG GRAPHS_OFF=$GGML_CUDA_DISABLE_GRAPHS $*" >>"{calls}"\n'
+        'echo "========= COMPUTE-SANITIZER"\n'
+        'echo "========= Invalid __global__ read of size 4 bytes"\n'
+        'echo "=========     at void gated_delta_net_cuda<128, false, true, true>(...)+0x1f0"\n'
+        'echo "=========     by thread (3,0,0) in block (5,0,7)"\n'
+        'echo "=========     Address 0x7f0000000002 is misaligned"\n'
+        "exit 1\n",
+    )
+    (batch / "results").mkdir(parents=True)
+    (batch / "results" / "builds.json").write_text('[{"variant": "stock"}, {"variant": "fusion-2"}]')
+    env = {
+        "FUSEKIT_HOME": str(home),
+        "VARIANTS": "fusion-2",
+        "MEMCHECK_MODEL": str(tmp_path / "model.gguf"),
+        "PATH": f"{stub}:{os.environ['PATH']}",
+    }
+    done = _run(batch, "memcheck", env)
+    assert done.returncode == 0, done.stderr
+    lines = (batch / "results" / "memcheck.txt").read_text().splitlines()
+    assert lines[0] == "stock rc=0 runs through"
+    assert lines[1].startswith("fusion-2 rc=134 fails: CUDA error: misaligned address; memcheck: ========= Invalid")
+    assert "gated_delta_net_cuda<128, false, true, true>" in lines[1] and "by thread (3,0,0)" in lines[1]
+    (call,) = calls.read_text().splitlines()  # stock ran through: not sanitized
+    assert call.startswith("DEBUG=1 GRAPHS_OFF=1 --tool memcheck --print-limit 8 ")
+    assert "fusion-2/build-cuda-sm90/bin/llama-perplexity -m " in call and "-c 512 --chunks 2 -b 512 -ub 1" in call
