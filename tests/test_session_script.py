@@ -27,6 +27,13 @@ def _run(batch: Path, step: str, env: dict[str, str], *args: str) -> subprocess.
     )
 
 
+def _built(batch: Path, *variants: str) -> None:
+    """The session's build record as the steps read it: stock and these variants built without error."""
+    (batch / "results").mkdir(parents=True)
+    records = [{"variant": name} for name in ("stock", *variants)]
+    (batch / "results" / "builds.json").write_text(json.dumps(records))
+
+
 def test_the_script_never_reassigns_variants() -> None:
     """The steps run as child processes and read VARIANTS from the environment; bash exports no arrays, so a step
     that turned it into one (session 9 did, with mapfile) left every later step without it."""
@@ -72,8 +79,7 @@ def test_flake_step_counts_failures_per_setting(tmp_path: Path) -> None:
         'echo "  0/1 tests passed: $*"; exit 1\n'
     )
     binary.chmod(0o755)
-    (batch / "results").mkdir(parents=True)
-    (batch / "results" / "builds.json").write_text('[{"variant": "stock"}, {"variant": "fusion-5"}]')
+    _built(batch, "fusion-5")
     # an arm runs fusion-5's build: the steps that run builds (smoke, check-mm, flake) leave it to fusion-5
     env = {"FUSEKIT_HOME": str(home), "VARIANTS": "fusion-5 fusion-5@GGML_CUDA_PDL=0", "FLAKE_RUNS": "3"}
     done = _run(batch, "flake", env)
@@ -100,8 +106,7 @@ def test_flake_settings_choose_the_environments(tmp_path: Path) -> None:
         'if [[ -n "${GGML_CUDA_DISABLE_FUSION:-}" ]]; then echo "  1/1 tests passed"; exit 0; fi\n'
         'echo "  0/1 tests passed"; exit 1\n',
     )
-    (batch / "results").mkdir(parents=True)
-    (batch / "results" / "builds.json").write_text('[{"variant": "stock"}, {"variant": "fusion-5"}]')
+    _built(batch, "fusion-5")
     env = {
         "FUSEKIT_HOME": str(home),
         "VARIANTS": "fusion-5",
@@ -139,8 +144,7 @@ def test_ncu_kernel_runs_each_variant_and_arm_under_its_environment(tmp_path: Pa
         "fi\n"
         f'echo "$*" >>"{calls}"\n',
     )
-    (batch / "results").mkdir(parents=True)
-    (batch / "results" / "builds.json").write_text('[{"variant": "stock"}, {"variant": "fusion-5"}]')
+    _built(batch, "fusion-5")
     env = {
         "FUSEKIT_HOME": str(home),
         "VARIANTS": "fusion-5 fusion-5@GGML_CUDA_PDL=0",
@@ -184,8 +188,7 @@ def test_profile_of_an_arm_of_a_long_label_gets_a_trace_folder(tmp_path: Path) -
     spec = "+".join(["fusion-5", *map(str, patches)]) + arm
     label = "+".join(["fusion-5", *(letter * 75 for letter in "xyz")])
     assert len(label.encode()) < 240 and len((label + arm).encode()) > 255
-    (batch / "results").mkdir(parents=True)
-    (batch / "results" / "builds.json").write_text(f'[{{"variant": "stock"}}, {{"variant": "{label}"}}]')
+    _built(batch, label)
     env = {"FUSEKIT_HOME": str(home), "VARIANTS": spec, "PATH": f"{stub}:{os.environ['PATH']}"}
     done = _run(batch, "profile-a", env)
     assert done.returncode == 0, done.stderr
@@ -211,8 +214,7 @@ def test_flake_logs_of_a_long_stack_label_fit_a_file_name(tmp_path: Path) -> Non
         binary.parent.mkdir(parents=True)
         binary.write_text('#!/usr/bin/env bash\necho "  0/1 tests passed"; exit 1\n')
         binary.chmod(0o755)
-    (batch / "results").mkdir(parents=True)
-    (batch / "results" / "builds.json").write_text(f'[{{"variant": "stock"}}, {{"variant": "{label}"}}]')
+    _built(batch, label)
     done = _run(batch, "flake", {"FUSEKIT_HOME": str(home), "VARIANTS": spec, "FLAKE_RUNS": "2"})
     assert done.returncode == 0, done.stderr
     assert "too long" not in done.stderr
@@ -247,8 +249,7 @@ def test_check_mm_expects_an_experiments_checks_to_fail_under_a_sabotage_patch(t
     # THING's cases fail on the sabotaged build only; everything else passes
     thing = 'if [[ " $* " == *" -o THING "* ]]; then echo "  0/1 tests passed"; exit 1; fi\n' if sabotaged else ""
     _fake_binary(home, label, thing + 'echo "  1/1 tests passed"\n')
-    (batch / "results").mkdir(parents=True)
-    (batch / "results" / "builds.json").write_text(f'[{{"variant": "stock"}}, {{"variant": "{label}"}}]')
+    _built(batch, label)
     env = {"FUSEKIT_HOME": str(home), "VARIANTS": spec, "CHECK_EXTRA_OPS": "EXTRA"}
     done = _run(batch, "check-mm", env)
     assert done.returncode == 0, done.stderr
@@ -278,8 +279,7 @@ def test_an_experiments_own_sabotage_fails_its_checks_only(tmp_path: Path) -> No
     thing.write_text(f"Checks: THING\nSabotage: tests/patches/{sabotage.name}\n" + diff)
     label = "fusion-1+fusion-1-base+fusion-1-thing+sabotage-thing"
     _fake_binary(home, label, 'if [[ " $* " == *" -o THING "* ]]; then exit 1; fi\necho "  1/1 tests passed"\n')
-    (batch / "results").mkdir(parents=True)
-    (batch / "results" / "builds.json").write_text(f'[{{"variant": "stock"}}, {{"variant": "{label}"}}]')
+    _built(batch, label)
     env = {"FUSEKIT_HOME": str(home), "VARIANTS": f"fusion-1+{base}+{thing}+{sabotage}"}
     done = _run(batch, "check-mm", env)
     assert done.returncode == 0, done.stderr
@@ -311,8 +311,7 @@ def test_eval2_without_its_model_says_so_after_waiting(tmp_path: Path) -> None:
 def test_check_base_ops_replaces_the_matrix_product_ops(tmp_path: Path) -> None:
     home, batch = tmp_path / "home", tmp_path / "b"
     _fake_binary(home, "fusion-5", 'echo "  1/1 tests passed"\n')
-    (batch / "results").mkdir(parents=True)
-    (batch / "results" / "builds.json").write_text('[{"variant": "stock"}, {"variant": "fusion-5"}]')
+    _built(batch, "fusion-5")
     env = {"FUSEKIT_HOME": str(home), "VARIANTS": "fusion-5", "CHECK_BASE_OPS": "MUL_MAT_VEC_FUSION"}
     done = _run(batch, "check-mm", env)
     assert done.returncode == 0, done.stderr
@@ -388,8 +387,7 @@ def test_eval_decode_runs_decode_only_in_many_short_rounds(tmp_path: Path) -> No
     )
     (stub / "python3").chmod(0o755)
     batch = tmp_path / "b"
-    (batch / "results").mkdir(parents=True)
-    (batch / "results" / "builds.json").write_text('[{"variant": "stock"}, {"variant": "fusion-5"}]')
+    _built(batch, "fusion-5")
     env = {"FUSEKIT_HOME": str(tmp_path), "VARIANTS": "fusion-5", "PATH": f"{stub}:{os.environ['PATH']}"}
     for extra, rounds, reps in (({}, "15", "3"), ({"DECODE_ROUNDS": "20", "DECODE_REPS": "2"}, "20", "2")):
         record.unlink(missing_ok=True)
@@ -453,8 +451,7 @@ def test_an_arm_is_evaluated_when_its_variant_was_built_and_a_missing_build_is_n
     """Session 17's decode-spread run asked for stock@GGML_CUDA_DISABLE_GRAPHS=1; ok_variants took the whole arm for a
     variant name, found no such build and dropped it without a word, so the eval timed stock against itself."""
     batch = tmp_path / "b"
-    (batch / "results").mkdir(parents=True)
-    (batch / "results" / "builds.json").write_text('[{"variant": "stock"}, {"variant": "fusion-1"}]')
+    _built(batch, "fusion-1")
     (batch / "results" / "smoke.txt").write_text("stock ok rc=0\nfusion-1 ok rc=0\n")
     env = {"FUSEKIT_HOME": str(tmp_path / "home"), "VARIANTS": "stock@GGML_CUDA_DISABLE_GRAPHS=1 fusion-1 fusion-5"}
     done = _run(batch, "evaluated", env)
@@ -620,8 +617,7 @@ def test_memcheck_step_sanitizes_only_the_runs_that_fail(tmp_path: Path) -> None
         'echo "=========     Address 0x7f0000000002 is misaligned"\n'
         "exit 1\n",
     )
-    (batch / "results").mkdir(parents=True)
-    (batch / "results" / "builds.json").write_text('[{"variant": "stock"}, {"variant": "fusion-2"}]')
+    _built(batch, "fusion-2")
     env = {
         "FUSEKIT_HOME": str(home),
         "VARIANTS": "fusion-2",
