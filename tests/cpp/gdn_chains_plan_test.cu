@@ -54,6 +54,13 @@ extern "C" CUresult cuGetErrorString(CUresult, const char **) {
 }
 
 static int  failures          = 0;
+// Whether two tensors' bytes share an address (their extents as ggml_nbytes gives them).
+static bool bytes_overlap(const ggml_tensor * a, const ggml_tensor * b) {
+    const char * a0 = (const char *) a->data;
+    const char * b0 = (const char *) b->data;
+    return a0 < b0 + ggml_nbytes(b) && b0 < a0 + ggml_nbytes(a);
+}
+
 static bool sabotage_residual = false;  // --sabotage-residual: the residual match ignores fusion-2's claims
 #define EXPECT(cond, ...)                                                        \
     do {                                                                         \
@@ -294,6 +301,13 @@ static void run_case(const char * name, int64_t Hv, int64_t Hk, int64_t D, int64
         EXPECT(!folded || (within.q == gdn->src[0]->src[0]->src[0]->data &&
                            within.k == gdn->src[1]->src[0]->src[0]->data && within.beta == L.sigmoid->src[0]->data),
                "%s: the fold reads the norms' and the SIGMOID's sources", name);
+        // the folded kernel reads the three sources while its blocks write the GATED_DELTA_NET's output: the graph
+        // allocator (which thinks the sources dead after the norms and the SIGMOID) must not have put them there
+        for (const ggml_tensor * source :
+             { gdn->src[0]->src[0]->src[0], gdn->src[1]->src[0]->src[0], L.sigmoid->src[0] }) {
+            EXPECT(!folded || !bytes_overlap(source, gdn), "%s: the output of GATED_DELTA_NET lies over the source %s",
+                   name, source->name);
+        }
         got_within = got_within && folded;
         got_qk     = got_qk && (fused_at(i_sigmoid) || folded);
 #else
