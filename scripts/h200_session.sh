@@ -145,11 +145,18 @@ each() {  # each STEP: run STEP of every fusion script, going on after a failure
   return $failed
 }
 
+smoke_text() {  # smoke_text: the path of the corpus the smoke and memcheck runs read (CPython's documentation
+  # topics), written on first use
+  local text="$B/smoke-text.txt"
+  [[ -s "$text" ]] || python3 -c 'import pydoc_data.topics as t; print("\n\n".join(t.topics.values()))' >"$text"
+  echo "$text"
+}
+
 smoke_values() {  # smoke_values LABEL: one 128-token chunk of perplexity on the 35B preset at one token per batch
   # (the decode kernels the fusions change); prints the estimate, fails (2) when it is not a finite number. llama-bench
   # never reads the logits: session 12's stack with NaN log-probs passed its smoke run.
-  local label=$1 text="$B/smoke-text.txt" log estimate
-  [[ -s "$text" ]] || python3 -c 'import pydoc_data.topics as t; print("\n\n".join(t.topics.values()))' >"$text"
+  local label=$1 text log estimate
+  text=$(smoke_text)
   log=$(log_path "smoke-ppl-$label")
   timeout 180 "$(bin_of "$label")/llama-perplexity" -m "$BIG" -f "$text" -c 128 --chunks 1 -b 128 -ub 1 -ngl 99 \
     >"$log" 2>&1 || true
@@ -412,8 +419,7 @@ case "$STEP" in
     # names the kernel, the thread and the address, with FUSEKIT_GDN_DEBUG=1 (fusion-2's plan). A line each in
     # results/memcheck.txt (sabotaged builds are left out: their values are wrong on purpose); logs memcheck-*
     use_fusekit
-    text="$B/smoke-text.txt" model=${MEMCHECK_MODEL:-$BIG}
-    [[ -s "$text" ]] || python3 -c 'import pydoc_data.topics as t; print("\n\n".join(t.topics.values()))' >"$text"
+    text=$(smoke_text) model=${MEMCHECK_MODEL:-$BIG}
     read -r -a args <<<"${MEMCHECK_ARGS:--c 512 --chunks 2 -b 512 -ub 1}"
     sanitizer=$(command -v compute-sanitizer || echo /usr/local/cuda/bin/compute-sanitizer)
     : >"$B/results/memcheck.txt"

@@ -633,3 +633,5 @@ def test_memcheck_step_sanitizes_only_the_runs_that_fail(tmp_path: Path) -> None
     (call,) = calls.read_text().splitlines()  # stock ran through: not sanitized
     assert call.startswith("DEBUG=1 GRAPHS_OFF=1 --tool memcheck --print-limit 8 ")
     assert "fusion-2/build-cuda-sm90/bin/llama-perplexity -m " in call and "-c 512 --chunks 2 -b 512 -ub 1" in call
+    corpus = Path(call.split(" -f ")[1].split()[0])  # CPython's documentation text, written by the step
+    assert corpus.parent == batch and corpus.stat().st_size > 100_000

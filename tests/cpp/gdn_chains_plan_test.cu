@@ -54,13 +54,6 @@ extern "C" CUresult cuGetErrorString(CUresult, const char **) {
 }
 
 static int  failures          = 0;
-// Whether two tensors' bytes share an address (their extents as ggml_nbytes gives them).
-static bool bytes_overlap(const ggml_tensor * a, const ggml_tensor * b) {
-    const char * a0 = (const char *) a->data;
-    const char * b0 = (const char *) b->data;
-    return a0 < b0 + ggml_nbytes(b) && b0 < a0 + ggml_nbytes(a);
-}
-
 static bool sabotage_residual = false;  // --sabotage-residual: the residual match ignores fusion-2's claims
 #define EXPECT(cond, ...)                                                        \
     do {                                                                         \
@@ -83,6 +76,13 @@ struct Layer {
     ggml_tensor * state_cache = nullptr;  // the layer's state cache, read in place then
     ggml_tensor * ssm_out     = nullptr;  // MUL_MAT(ssm_out), reshaped and added to the layer's input (the residual)
 };
+
+// Whether two tensors' bytes share an address (their extents as ggml_nbytes gives them).
+static bool bytes_overlap(const ggml_tensor * a, const ggml_tensor * b) {
+    const char * a0 = (const char *) a->data;
+    const char * b0 = (const char *) b->data;
+    return a0 < b0 + ggml_nbytes(b) && b0 < a0 + ggml_nbytes(a);
+}
 
 // One layer: the model's expression tree (build_layer_attn_linear, build_gdn_l2_norm, build_norm_gated).
 // g: the graph the state updates are forward-expanded into as the model does (build_rs, build_conv_state);
