@@ -11,7 +11,7 @@
 # Then two chains, one per GPU when there are two (else one after the other):
 #   GPU 0: smoke (a short run of each variant), eval (each fusion alone and the stack vs stock, 35B preset), eval2 (second model), profiles A
 #   GPU 1: check (test-backend-ops, sabotage builds), race (bridge), profiles B
-# The single steps (evaluated, check, check-own, eval, eval-own, eval-decode, eval2, race, race-mm, memcheck, profile-a, profile-b, kernels, standalone) can also be run alone.
+# The single steps (evaluated, check, check-own, eval, eval-own, eval-quality, eval-decode, eval2, race, race-mm, memcheck, profile-a, profile-b, kernels, standalone) can also be run alone.
 # Besides the stack of every fusion, the stack with every experiment (patches/experiments/) on top is built,
 # checked, evaluated and profiled.
 # GPU0_STEPS / GPU1_STEPS replace the two chains' steps (e.g. GPU1_STEPS="check-mm eval2" for a short session);
@@ -501,6 +501,9 @@ PY
   eval)
     session_eval "$(evaluated)" "$BIG" all-35b --ppl --kl --ppl-ubatch 1  # the one-token kernels the fusions change
     ;;
+  eval-quality)  # perplexity, KL against stock and text at one token a batch, no timings (a fix checked for its values)
+    session_eval "$(evaluated)" "$BIG" quality-35b --ppl --kl --ppl-ubatch 1 --no-speed
+    ;;
   eval-decode)  # decode only (tg128, no prompts, no quality, no text) in many short rounds. Between processes a
     # variant's median moves 3-5% (session 15), far more than within one, so rounds narrow the interval and
     # repetitions do not: DECODE_ROUNDS (15) processes of DECODE_REPS (3) repetitions per side
@@ -554,6 +557,6 @@ PY
   variants)  # what start builds besides stock
     all_variants
     ;;
-  *) echo "unknown step $STEP (run poll pack smoke check check-own eval-own check-mm control eval eval-decode eval2 race race-mm flake memcheck ncu-kernel profile-a profile-b standalone kernels models variants)" >&2
+  *) echo "unknown step $STEP (run poll pack smoke check check-own eval-own check-mm control eval eval-decode eval2 race race-mm flake memcheck eval-quality ncu-kernel profile-a profile-b standalone kernels models variants)" >&2
      exit 2 ;;
 esac

@@ -5,11 +5,14 @@ token: all three launches; prompts, head size 16: none; an outside reader of the
 launch) and that the patched loop runs every other node exactly once; built again as the experiments
 fusion-2-conv-window and fusion-2-state-rows enable their matching, with fusion-2-reshape-residual's epilogue
 in the walk (which must leave fusion-2's nodes alone), and on fusekit-gdn-chains.cu as fusion-2-state-rows and
-fusion-2-within-gdn patch it (the q/k/beta launch folded into the GATED_DELTA_NET). Needs nvcc (the glue includes
-ggml-cuda's common.cuh) and the stock CPU build's libggml-base."""
+fusion-2-within-gdn patch it (the q/k/beta launch folded into the GATED_DELTA_NET). Every program is built with
+AddressSanitizer: the plan's host code must not read freed or foreign memory (session 46: the fold's entry was copied
+from a map entry after erasing it, and the GPU read a freed pointer). Needs nvcc (the glue includes ggml-cuda's
+common.cuh), the host compiler's libasan and the stock CPU build's libggml-base."""
 
 from __future__ import annotations
 
+import os
 import subprocess
 from pathlib import Path
 
@@ -40,10 +43,29 @@ WITHIN_ONE_SEQUENCE = {
 }
 
 
-def within_gdn_source(work: Path, sabotage: bool = False) -> Path:
+# match_within as sessions 44-45 ran it: the planned launch's entry erased before the fold's entry is copied from it
+_WITHIN_ENTRY = (
+    "    plan.within[at] = { a.q_src.data, a.k_src.data, a.beta_raw, a.eps_q, a.eps_k, a.scale_q, a.scale_k,"
+    " a.sabotage };\n"
+)
+_WITHIN_ERASE = "    plan.roles[i_beta] = fusekit_gdn_role::skip;\n    plan.fused.erase(it);\n"
+WITHIN_ERASE_FIRST = (_WITHIN_ENTRY + _WITHIN_ERASE, _WITHIN_ERASE + _WITHIN_ENTRY)
+
+# the sanitizer's settings for the plan programs: leaks are not what these tests look for
+SANITIZER_ENV = {"ASAN_OPTIONS": "detect_leaks=0"}
+
+
+def run_plan_program(program: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    """One run of a plan test program (AddressSanitizer's settings in its environment)."""
+    env = {**os.environ, **SANITIZER_ENV}
+    return subprocess.run([str(program), *args], capture_output=True, text=True, timeout=300, env=env)
+
+
+def within_gdn_source(work: Path, sabotage: bool = False, erase_first: bool = False) -> Path:
     """fusion-2's matching as fusion-2-state-rows and fusion-2-within-gdn patch it: copies of its sources under work
     with the two patches' hunks for them applied; returns the patched fusekit-gdn-chains.cu. sabotage: without the
-    rules for one sequence (a fold then also where the GATED_DELTA_NET takes no cache fusion)."""
+    rules for one sequence (a fold then also where the GATED_DELTA_NET takes no cache fusion). erase_first: the
+    fold's entry copied after the planned launch's entry is erased (WITHIN_ERASE_FIRST, a use after free)."""
     folder = work / "ggml" / "src" / "ggml-cuda"
     folder.mkdir(parents=True)
     for name in ("fusekit-gdn-chains.cu", "fusekit-gdn-chains.cuh", "fusekit-gdn-chains-glue.cuh"):
@@ -57,6 +79,11 @@ def within_gdn_source(work: Path, sabotage: bool = False) -> Path:
             assert text.count(rule) == 1, rule
             text = text.replace(rule, without)
         source.write_text(text)
+    if erase_first:
+        text = source.read_text()
+        fixed, erased_first = WITHIN_ERASE_FIRST
+        assert text.count(fixed) == 1, "match_within's entry and erase as the patch has them"
+        source.write_text(text.replace(fixed, erased_first))
     return source
 
 
@@ -69,9 +96,11 @@ def build_plan_test(
     residual: bool = False,
     within: bool = False,
     sabotage_within: bool = False,
+    erase_first: bool = False,
 ) -> Path:
-    """The plan test, compiled for the given experiments; residual: with fusion-2-reshape-residual's header, taken
-    from the patch as it creates it; within: on fusion-2-within-gdn's matching (within_gdn_source, sabotaged or not)."""
+    """The plan test, compiled for the given experiments with AddressSanitizer; residual: with
+    fusion-2-reshape-residual's header, taken from the patch as it creates it; within: on fusion-2-within-gdn's
+    matching (within_gdn_source, sabotaged or not, its erase first or not)."""
     tree = build.build_dir.parent
     lib = build.bin_dir
     cublas = cublas_include(NVCC, home / "cache", None, lambda _msg: None)
@@ -84,17 +113,19 @@ def build_plan_test(
         str(NVCC),
         "-std=c++17",
         "-arch=sm_80",
+        "-Xcompiler=-fsanitize=address,-fno-omit-frame-pointer",
         f"-DFUSEKIT_GDN_CONV_WINDOW={conv_window}",
         f"-DFUSEKIT_GDN_STATE_ROWS={state_rows}",
         f"-DFUSEKIT_RESHAPE_RESIDUAL={int(residual)}",
         f"-DFUSEKIT_GDN_WITHIN={int(within)}",
-        *([f'-DFUSEKIT_GDN_CHAINS_SOURCE="{within_gdn_source(work, sabotage_within)}"'] if within else []),
+        *([f'-DFUSEKIT_GDN_CHAINS_SOURCE="{within_gdn_source(work, sabotage_within, erase_first)}"'] if within else []),
         *[f"-I{p}" for p in includes],
         "-o",
         str(program),
         str(REPO / "tests" / "cpp" / "gdn_chains_plan_test.cu"),
         f"-L{lib}",
         "-lggml-base",
+        "-lasan",
         "-Xlinker",
         "-rpath",
         "-Xlinker",
@@ -118,7 +149,7 @@ def test_gdn_chains_plan(
     state_rows 1: as fusion-2-state-rows builds it (the state's GET_ROWS skipped and the cache row read in place at
     one token of one sequence, not where the index's memory is reused before the GATED_DELTA_NET)."""
     program = build_plan_test(pinned_home, stock_build, tmp_path, conv_window, state_rows)
-    ran = subprocess.run([str(program)], capture_output=True, text=True, timeout=300)
+    ran = run_plan_program(program)
     assert ran.returncode == 0, ran.stdout[-3000:] + ran.stderr[-1000:]
     assert "plan checks passed" in ran.stdout
 
@@ -130,7 +161,7 @@ def test_the_within_gdn_fold(pinned_home: Path, stock_build: BuildResult, tmp_pa
     node once. Sabotage: the matching without its rules for one sequence folds where the GATED_DELTA_NET takes no
     cache fusion (4 sequences), and the program must fail there."""
     program = build_plan_test(pinned_home, stock_build, tmp_path / "clean", 1, 1, within=True)
-    ran = subprocess.run([str(program)], capture_output=True, text=True, timeout=300)
+    ran = run_plan_program(program)
     assert ran.returncode == 0, ran.stdout[-3000:] + ran.stderr[-1000:]
     assert "plan checks passed" in ran.stdout
     folded = [line for line in ran.stdout.splitlines() if "folded 1" in line]
@@ -138,9 +169,24 @@ def test_the_within_gdn_fold(pinned_home: Path, stock_build: BuildResult, tmp_pa
     assert not any("sequences" in line or "prompt" in line for line in folded), ran.stdout
     sabotage = tmp_path / "sabotage"
     sabotaged = build_plan_test(pinned_home, stock_build, sabotage, 1, 1, within=True, sabotage_within=True)
-    failed = subprocess.run([str(sabotaged)], capture_output=True, text=True, timeout=300)
+    failed = run_plan_program(sabotaged)
     assert failed.returncode == 1, failed.stdout[-3000:]
     assert "4 sequences: a fold has the state in place" in failed.stdout, failed.stdout[-3000:]
+
+
+def test_the_within_fold_reads_no_freed_entry(pinned_home: Path, stock_build: BuildResult, tmp_path: Path) -> None:
+    """The fold's entry (the pointers the GATED_DELTA_NET kernel reads q, k and beta from) is copied before the
+    planned launch's entry is erased. Sessions 44-45 copied it after: on the H100 the kernel then read k from a freed
+    node's bytes (compute-sanitizer, session 46: a 4-byte load at 0xb31, `results/h100-2026-12-06-session46-memcheck/`),
+    and the plain run aborted with a misaligned address. Sabotage (WITHIN_ERASE_FIRST, that order again):
+    AddressSanitizer must stop the program at the read."""
+    clean = build_plan_test(pinned_home, stock_build, tmp_path / "clean", 1, 1, within=True)
+    ran = run_plan_program(clean)
+    assert ran.returncode == 0 and "AddressSanitizer" not in ran.stderr, ran.stderr[-3000:]
+    sabotaged = build_plan_test(pinned_home, stock_build, tmp_path / "erase-first", 1, 1, within=True, erase_first=True)
+    failed = run_plan_program(sabotaged)
+    assert failed.returncode != 0, failed.stdout[-2000:]
+    assert "heap-use-after-free" in failed.stderr and "match_within" in failed.stderr, failed.stderr[-3000:]
 
 
 def test_the_residual_epilogue_leaves_fusion_2s_nodes_alone(
@@ -151,9 +197,9 @@ def test_the_residual_epilogue_leaves_fusion_2s_nodes_alone(
     Sabotage (--sabotage-residual, the match without fusion-2's claims, as on the H200 in session 12, where the stack
     read NaN): the epilogue takes the ADD fusion-2 computes, and the walk sees that node run twice over."""
     program = build_plan_test(pinned_home, stock_build, tmp_path, 1, 1, residual=True)
-    ran = subprocess.run([str(program)], capture_output=True, text=True, timeout=300)
+    ran = run_plan_program(program)
     assert ran.returncode == 0, ran.stdout[-3000:] + ran.stderr[-1000:]
     assert "35B, 1 token, 6 layers" in ran.stdout and "residual epilogues 6 " in ran.stdout
-    sabotaged = subprocess.run([str(program), "--sabotage-residual"], capture_output=True, text=True, timeout=300)
+    sabotaged = run_plan_program(program, "--sabotage-residual")
     assert sabotaged.returncode == 1, sabotaged.stdout[-3000:]
     assert "(ADD" in sabotaged.stdout and "ran 1 times" in sabotaged.stdout
