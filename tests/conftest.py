@@ -26,6 +26,18 @@ TEST_PATCHES = REPO / "tests" / "patches"
 TEST_ROOT = Path(os.environ.get("FUSEKIT_TEST_ROOT", REPO / ".fusekit-test")).resolve()
 
 
+# Host test programs of our plan and cache code (C++ on the CPU) are built with these: a read of freed or foreign
+# memory or undefined behaviour stops the program (session 46: fusion-2's plan copied pointers out of a freed map
+# node, and only the GPU noticed). SANITIZED_ENV is their environment (leaks are not what they look for).
+HOST_SANITIZERS = (
+    "-fsanitize=address",
+    "-fsanitize=undefined",
+    "-fno-sanitize-recover=undefined",
+    "-fno-omit-frame-pointer",
+)
+HOST_SANITIZER_LIBS = ("-lasan", "-lubsan")  # what g++ links for them, named for nvcc, which links without them
+SANITIZED_ENV = {**os.environ, "ASAN_OPTIONS": "detect_leaks=0"}
+
 RESHAPE_RESIDUAL_PATCH = REPO / "patches" / "experiments" / "fusion-2-reshape-residual.patch"
 RESHAPE_RESIDUAL_HEADER = "ggml/src/ggml-cuda/fusekit-reshape-residual.cuh"
 

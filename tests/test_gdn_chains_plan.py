@@ -12,7 +12,6 @@ common.cuh), the host compiler's libasan and the stock CPU build's libggml-base.
 
 from __future__ import annotations
 
-import os
 import subprocess
 from pathlib import Path
 
@@ -21,7 +20,7 @@ import pytest
 from fusekit.build import BuildResult
 from fusekit.compilecheck import cublas_include, find_nvcc
 
-from .conftest import apply_hunks, reshape_residual_header
+from .conftest import HOST_SANITIZER_LIBS, HOST_SANITIZERS, SANITIZED_ENV, apply_hunks, reshape_residual_header
 
 REPO = Path(__file__).resolve().parent.parent
 NVCC = find_nvcc()
@@ -51,14 +50,10 @@ _WITHIN_ENTRY = (
 _WITHIN_ERASE = "    plan.roles[i_beta] = fusekit_gdn_role::skip;\n    plan.fused.erase(it);\n"
 WITHIN_ERASE_FIRST = (_WITHIN_ENTRY + _WITHIN_ERASE, _WITHIN_ERASE + _WITHIN_ENTRY)
 
-# the sanitizer's settings for the plan programs: leaks are not what these tests look for
-SANITIZER_ENV = {"ASAN_OPTIONS": "detect_leaks=0"}
-
 
 def run_plan_program(program: Path, *args: str) -> subprocess.CompletedProcess[str]:
     """One run of a plan test program (AddressSanitizer's settings in its environment)."""
-    env = {**os.environ, **SANITIZER_ENV}
-    return subprocess.run([str(program), *args], capture_output=True, text=True, timeout=300, env=env)
+    return subprocess.run([str(program), *args], capture_output=True, text=True, timeout=300, env=SANITIZED_ENV)
 
 
 def within_gdn_source(work: Path, sabotage: bool = False, erase_first: bool = False) -> Path:
@@ -113,7 +108,7 @@ def build_plan_test(
         str(NVCC),
         "-std=c++17",
         "-arch=sm_80",
-        "-Xcompiler=-fsanitize=address,-fno-omit-frame-pointer",
+        *[f"-Xcompiler={flag}" for flag in HOST_SANITIZERS],
         f"-DFUSEKIT_GDN_CONV_WINDOW={conv_window}",
         f"-DFUSEKIT_GDN_STATE_ROWS={state_rows}",
         f"-DFUSEKIT_RESHAPE_RESIDUAL={int(residual)}",
@@ -125,7 +120,7 @@ def build_plan_test(
         str(REPO / "tests" / "cpp" / "gdn_chains_plan_test.cu"),
         f"-L{lib}",
         "-lggml-base",
-        "-lasan",
+        *HOST_SANITIZER_LIBS,
         "-Xlinker",
         "-rpath",
         "-Xlinker",

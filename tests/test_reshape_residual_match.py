@@ -14,7 +14,7 @@ import pytest
 
 from fusekit.build import BuildResult
 
-from .conftest import reshape_residual_header
+from .conftest import HOST_SANITIZERS, SANITIZED_ENV, reshape_residual_header
 
 REPO = Path(__file__).resolve().parent.parent
 CXX = shutil.which("g++") or shutil.which("c++")
@@ -32,6 +32,7 @@ def match_program(stock_build: BuildResult, tmp_path_factory: pytest.TempPathFac
     cmd = [
         str(CXX),
         "-std=c++17",
+        *HOST_SANITIZERS,
         f"-I{ggml / 'include'}",
         f"-I{ggml / 'src'}",
         f"-I{header_dir.parent}",
@@ -48,7 +49,7 @@ def match_program(stock_build: BuildResult, tmp_path_factory: pytest.TempPathFac
 
 
 def test_the_match_takes_the_decode_tail_and_nothing_else(match_program: Path) -> None:
-    ran = subprocess.run([str(match_program)], capture_output=True, text=True, timeout=60)
+    ran = subprocess.run([str(match_program)], capture_output=True, text=True, timeout=60, env=SANITIZED_ENV)
     assert ran.returncode == 0, ran.stdout + ran.stderr
     assert "match checks passed" in ran.stdout
     assert ran.stdout.count(" ok\n") == 6
@@ -56,7 +57,8 @@ def test_the_match_takes_the_decode_tail_and_nothing_else(match_program: Path) -
 
 def test_the_first_versions_test_fails_the_decode_case(match_program: Path) -> None:
     """Sabotage: ggml_can_fuse of MUL_MAT, RESHAPE, ADD, as the version measured in session 11 matched."""
-    ran = subprocess.run([str(match_program), "--sabotage"], capture_output=True, text=True, timeout=60)
+    sabotage = [str(match_program), "--sabotage"]
+    ran = subprocess.run(sabotage, capture_output=True, text=True, timeout=60, env=SANITIZED_ENV)
     assert ran.returncode == 1, ran.stdout + ran.stderr
     decode = [line for line in ran.stdout.splitlines() if line.startswith("one token: ssm_out, reshape, residual ADD")]
     assert len(decode) == 1 and decode[0].endswith("WRONG")
