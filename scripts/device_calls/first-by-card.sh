@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
-# First device call of a session whose plan depends on the card that comes (kernels/NOTES-stack.md, "Session 45: as
-# run"): on an H200, #11's race (issue11-race-mm.sh, which needs the issue's machine); on any other card, #10's
-# two-pass eval (issue10-two-pass-eval.sh). Writes the card's name to $OUT/card.txt. Carry [".bundle"]; then
+# First device call of a session whose plan depends on the card that comes (kernels/NOTES-stack.md, "Session 46: as
+# run"): on an H200, #11's race (issue11-race-mm.sh, which needs the issue's machine); on any other card, the device
+# call named by OTHER_CARD_CALL (a script under scripts/device_calls/; session 46 ran issue10-two-pass-eval.sh), or
+# nothing when it is unset. Writes the card's name to $OUT/card.txt. Carry [".bundle"]; then
 # scripts/device_calls/poll.sh until SESSION DONE.
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/../.."
@@ -11,5 +12,9 @@ if [[ "$card" == *H200* ]]; then
   echo "first-by-card: $card -> issue11-race-mm.sh"
   exec bash scripts/device_calls/issue11-race-mm.sh
 fi
-echo "first-by-card: $card -> issue10-two-pass-eval.sh"
-exec bash scripts/device_calls/issue10-two-pass-eval.sh
+if [[ -z "${OTHER_CARD_CALL:-}" ]]; then
+  echo "first-by-card: $card is not an H200 and OTHER_CARD_CALL is unset: nothing run (give the machine back)"
+  exit 0
+fi
+echo "first-by-card: $card -> $OTHER_CARD_CALL"
+exec bash "scripts/device_calls/$OTHER_CARD_CALL"
