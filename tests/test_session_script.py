@@ -408,6 +408,31 @@ def test_eval_decode_runs_decode_only_in_many_short_rounds(tmp_path: Path) -> No
         assert args[1 : args.index("--against")] == timed
 
 
+def test_eval_quality_runs_the_values_at_one_token_without_timings(tmp_path: Path) -> None:
+    """Session 46: a fix checked for its values (the fold's use after free) needs perplexity, KL against stock and text
+    at one token a batch, not tok/s: eval-quality passes --ppl --kl --ppl-ubatch 1 --no-speed for the evaluated
+    variants and writes eval-quality-35b.json; the step fails when the eval does."""
+    stub, record = tmp_path / "stub", tmp_path / "fusekit-args.txt"
+    real = subprocess.run(["bash", "-c", "command -v python3"], capture_output=True, text=True).stdout.strip()
+    _stub_bin(
+        stub,
+        "python3",
+        f'if [[ "$*" == *"from fusekit.cli import main"* ]]; then shift 2; echo "$*" >>"{record}"; '
+        'exit "${STUB_EVAL_RC:-0}"; fi\n'
+        f'exec "{real}" "$@"\n',
+    )
+    batch = tmp_path / "b"
+    _built(batch, "fusion-2")
+    env = {"FUSEKIT_HOME": str(tmp_path), "VARIANTS": "fusion-2", "PATH": f"{stub}:{os.environ['PATH']}"}
+    done = _run(batch, "eval-quality", env)
+    assert done.returncode == 0, done.stderr
+    args = record.read_text().split()
+    assert args[:2] == ["eval", "fusion-2"] and args[args.index("--against") + 1] == "stock"
+    assert {"--ppl", "--kl", "--no-speed"} <= set(args) and args[args.index("--ppl-ubatch") + 1] == "1"
+    assert args[args.index("--json") + 1] == str(batch / "results" / "eval-quality-35b.json")
+    assert _run(batch, "eval-quality", {**env, "STUB_EVAL_RC": "1"}).returncode != 0
+
+
 def _stub_bin(stub: Path, name: str, body: str) -> None:
     stub.mkdir(exist_ok=True)
     (stub / name).write_text(f"#!/usr/bin/env bash\n{body}")
