@@ -47,10 +47,13 @@ SESSION_CALLS = [p for p in FIRST_CALLS if "h200_session.sh" in p.read_text()]
 
 def test_the_standalone_calls_are_the_ones_without_a_session() -> None:
     """A call that builds nothing (standalone.sh: the standalone kernel programs only) runs without h200_session.sh;
-    issue10-chain-regs.sh (session 39's runs) is standalone.sh for one program. Every other first call starts a
-    session."""
+    issue10-chain-regs.sh (session 39's runs) is standalone.sh for one program; first-by-card.sh (session 46) hands
+    over to a session call chosen by the card. Every other first call starts a session."""
     standalone = {p.name for p in FIRST_CALLS} - {p.name for p in SESSION_CALLS}
-    assert standalone == {"issue10-chain-regs.sh", "standalone.sh"}
+    assert standalone == {"first-by-card.sh", "issue10-chain-regs.sh", "standalone.sh"}
+    by_card = (REPO / "scripts" / "device_calls" / "first-by-card.sh").read_text()
+    handed = re.findall(r"exec bash \"?scripts/device_calls/([\w.-]+\.sh)", by_card)
+    assert handed == ["issue11-race-mm.sh"] and all(name in {p.name for p in SESSION_CALLS} for name in handed)
     calls = REPO / "scripts" / "device_calls"
     assert "PROGRAMS=chunked_gdn exec bash" in (calls / "issue10-chain-regs.sh").read_text()
 
