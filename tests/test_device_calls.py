@@ -45,15 +45,22 @@ FIRST_CALLS = [p for p in CALLS if p.name not in ("poll.sh", "prepare.sh", "slim
 SESSION_CALLS = [p for p in FIRST_CALLS if "h200_session.sh" in p.read_text()]
 
 
+HAND_OVER = re.compile(r"exec bash \"?scripts/device_calls/([\w.-]+\.sh)")
+
+
 def test_the_standalone_calls_are_the_ones_without_a_session() -> None:
     """A call that builds nothing (standalone.sh: the standalone kernel programs only) runs without h200_session.sh;
-    issue10-chain-regs.sh (session 39's runs) is standalone.sh for one program; first-by-card.sh (session 46) hands
-    over to a session call chosen by the card. Every other first call starts a session."""
-    standalone = {p.name for p in FIRST_CALLS} - {p.name for p in SESSION_CALLS}
-    assert standalone == {"first-by-card.sh", "issue10-chain-regs.sh", "standalone.sh"}
-    by_card = (REPO / "scripts" / "device_calls" / "first-by-card.sh").read_text()
-    handed = re.findall(r"exec bash \"?scripts/device_calls/([\w.-]+\.sh)", by_card)
-    assert handed == ["issue11-race-mm.sh"] and all(name in {p.name for p in SESSION_CALLS} for name in handed)
+    issue10-chain-regs.sh (session 39's runs) is standalone.sh for one program. A call may hand over to another
+    (first-by-card.sh by the card, issue8-within-fixed.sh to the memcheck call with one more step): what it hands over
+    to starts a session. Every other first call starts a session."""
+    session_names = {p.name for p in SESSION_CALLS}
+    handing = {p.name: HAND_OVER.findall(p.read_text()) for p in FIRST_CALLS if p.name not in session_names}
+    handing = {name: targets for name, targets in handing.items() if targets}
+    expected = {"first-by-card.sh": ["issue11-race-mm.sh"], "issue8-within-fixed.sh": ["issue8-within-memcheck.sh"]}
+    assert handing == expected
+    assert all(target in session_names for targets in handing.values() for target in targets)
+    standalone = {p.name for p in FIRST_CALLS} - session_names - set(handing)
+    assert standalone == {"issue10-chain-regs.sh", "standalone.sh"}
     calls = REPO / "scripts" / "device_calls"
     assert "PROGRAMS=chunked_gdn exec bash" in (calls / "issue10-chain-regs.sh").read_text()
 

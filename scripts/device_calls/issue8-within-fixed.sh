@@ -9,12 +9,4 @@
 # flags (results/h100-2026-12-06-session44-pdl/eval-all-35b.json, sha256 c6a36276fbf4...); text identical.
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/../.."
-export PATH=/usr/local/cuda/bin:$PATH
-P=$PWD/patches/experiments
-F2XP="fusion-2+$P/fusion-2-conv-window.patch+$P/fusion-2-reshape-residual.patch+$P/fusion-2-state-rows.patch+$P/fusion-2-pdl.patch"
-export VARIANTS="$F2XP+$P/fusion-2-within-gdn.patch"
-export FOCUS="2" EVAL_FUSIONS=" " KERNEL_PROGRAMS=none KERNELS_NCU=0 FLA_REFERENCE=0
-export GPU0_STEPS="smoke memcheck eval-quality" GPU1_STEPS=" "
-bash scripts/h200_session.sh /tmp/b run > /tmp/run.log 2>&1
-bash scripts/h200_session.sh /tmp/b poll $((570 - SECONDS))
-bash scripts/h200_session.sh /tmp/b pack "$OUT"
+GPU0_STEPS="smoke memcheck eval-quality" exec bash scripts/device_calls/issue8-within-memcheck.sh

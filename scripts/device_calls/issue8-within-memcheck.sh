@@ -14,7 +14,7 @@ P=$PWD/patches/experiments
 F2X="fusion-2+$P/fusion-2-conv-window.patch+$P/fusion-2-reshape-residual.patch+$P/fusion-2-state-rows.patch"
 export VARIANTS="$F2X+$P/fusion-2-pdl.patch+$P/fusion-2-within-gdn.patch"
 export FOCUS="2" EVAL_FUSIONS=" " KERNEL_PROGRAMS=none KERNELS_NCU=0 FLA_REFERENCE=0
-export GPU0_STEPS="smoke memcheck" GPU1_STEPS=" "
+export GPU0_STEPS="${GPU0_STEPS:-smoke memcheck}" GPU1_STEPS=" "  # issue8-within-fixed.sh adds eval-quality
 bash scripts/h200_session.sh /tmp/b run > /tmp/run.log 2>&1
 bash scripts/h200_session.sh /tmp/b poll $((570 - SECONDS))
 bash scripts/h200_session.sh /tmp/b pack "$OUT"
