@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import gzip
+import lzma
 import sqlite3
 from pathlib import Path
 
@@ -63,6 +64,22 @@ def test_truncated_gzip(tmp_path: Path) -> None:
     cut = tmp_path / "cut.sqlite.gz"
     cut.write_bytes(packed[: len(packed) // 2])
     assert_one_line_error(run_profile("--from", str(cut)), "gzip")
+
+
+def test_truncated_xz(tmp_path: Path) -> None:
+    full = Trace(kernels=list(random_kernels(2000))).write(tmp_path / "full.sqlite")
+    packed = lzma.compress(full.read_bytes())
+    cut = tmp_path / "cut.sqlite.xz"
+    cut.write_bytes(packed[: len(packed) // 2])
+    assert_one_line_error(run_profile("--from", str(cut)), "not a readable xz file")
+
+
+def test_an_xz_export_reads_as_its_plain_export(tmp_path: Path) -> None:
+    """Archived traces are kept xz-packed (smaller than gzip); they must read the same as unpacked."""
+    plain = Trace(kernels=list(random_kernels(500))).write(tmp_path / "t.sqlite")
+    packed = tmp_path / "t.sqlite.xz"
+    packed.write_bytes(lzma.compress(plain.read_bytes()))
+    assert read_profile(packed).kernels == read_profile(plain).kernels
 
 
 def test_missing_file(tmp_path: Path) -> None:

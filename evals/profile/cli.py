@@ -30,8 +30,8 @@ NO_DEVICE = (
     "from_path",
     type=click.Path(dir_okay=False, path_type=Path),
     default=None,
-    help="Read this Nsight Systems SQLite export (.sqlite or .sqlite.gz) instead of recording, or a committed "
-    "profile result (.json, 'fusekit profile --json'): one of its profiles, see --from-side.",
+    help="Read this Nsight Systems SQLite export (.sqlite, .sqlite.gz or .sqlite.xz) instead of recording, or a "
+    "committed profile result (.json, 'fusekit profile --json'): one of its profiles, see --from-side.",
 )
 @click.option(
     "--against",

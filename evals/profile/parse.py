@@ -439,7 +439,7 @@ def _other_part(
 
 
 def read_profile(path: Path, tokens: int | None = None, tokens_source: str = "") -> Profile:
-    """Parse and summarize one export (``.sqlite`` or ``.sqlite.gz``).
+    """Parse and summarize one export (``.sqlite``, ``.sqlite.gz`` or ``.sqlite.xz``).
 
     The kernel summary and the timeline each need a sort of every row; they run on two connections in
     two threads (SQLite releases the GIL), so a two-core machine does both at once.

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import gzip
+import lzma
 import shutil
 import sqlite3
 import tempfile
@@ -73,21 +74,26 @@ def columns(conn: sqlite3.Connection, table: str) -> set[str]:
     return {row[1] for row in conn.execute(f"PRAGMA table_info({table})")}
 
 
+PACKED_OPENERS = {".gz": (gzip.open, "gzip"), ".xz": (lzma.open, "xz")}  # suffix: opener, its name in errors
+
+
 @contextlib.contextmanager
 def prepared(path: Path) -> Iterator[Path]:
-    """A checked, plain export for ``path`` (``.sqlite``, or ``.sqlite.gz`` unpacked to a temporary file)."""
+    """A checked, plain export for ``path`` (``.sqlite``, or ``.sqlite.gz`` / ``.sqlite.xz`` unpacked to a temporary
+    file)."""
     path = Path(path)
     with contextlib.ExitStack() as stack:
-        if path.suffix == ".gz":
+        if path.suffix in PACKED_OPENERS:
             if not path.is_file():
                 raise FusekitError(f"{path} does not exist")
+            opener, packing = PACKED_OPENERS[path.suffix]
             folder = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="fusekit-profile-")))
             plain = folder / path.with_suffix("").name
             try:
-                with gzip.open(path, "rb") as src, plain.open("wb") as dst:
+                with opener(path, "rb") as src, plain.open("wb") as dst:
                     shutil.copyfileobj(src, dst)
-            except (OSError, EOFError) as exc:
-                raise FusekitError(f"{path} is not a readable gzip file ({exc})") from exc
+            except (OSError, EOFError, lzma.LZMAError) as exc:
+                raise FusekitError(f"{path} is not a readable {packing} file ({exc})") from exc
             path = plain
         connect(path).close()
         yield path
