@@ -40,6 +40,7 @@ PIN = "pin.txt"
 CLOCKS = "clocks.csv"
 MODELS = ("model.json", "model-llama.json")
 RACE = "bench-mulmat-fusion-5.json"
+RACE_MM = "race-mm.json"  # h200_session.sh race-mm: stock against every measured variant over the whole shape table
 ANSI = re.compile(r"\x1b\[[0-9;]*m")
 CHECK_LINE = re.compile(
     r"^(?P<name>\S+) expect=(?P<expect>\S+) rc=(?P<rc>-?\d+) failed_lines=(?P<failed>\d+) "
@@ -676,16 +677,15 @@ def _race_pair(cases: list[dict[str, Any]], labels: list[str]) -> list[str]:
     return [*_race_summary(rows, labels), "", *_table(headers, rows)]
 
 
-def _race(folder: Path) -> list[str]:
-    """The single-kernel race: the first contender (stock) against each of the others, in the run's order."""
-    out = [f"## Single-kernel race (`{RACE}`)", ""]
-    path = folder / RACE
+def _race_of(path: Path, title: str) -> list[str]:
+    """One bridge race file: the first contender (stock) against each of the others, in the run's order."""
+    out = [f"## {title} (`{path.name}`)", ""]
     if not path.is_file():
-        return [*out, *_skipped(RACE)]
+        return [*out, *_skipped(path.name)]
     result = _result(path, "bench-mulmat")
     payload, labels = result["payload"], [v["label"] for v in result["variants"]]
     if len(labels) < 2:
-        return [*out, f"`{RACE}` has only one contender: nothing to race."]
+        return [*out, f"`{path.name}` has only one contender: nothing to race."]
     spec, roof = payload["spec"], payload.get("roofline") or {}
     out += [
         f"{labels[0]} against {', '.join(labels[1:])} on {payload['device']['description']}, "
@@ -700,6 +700,14 @@ def _race(folder: Path) -> list[str]:
     out += _race_pair(payload["cases"], labels[:2])
     for other in labels[2:]:
         out += ["", f"### `{labels[0]}` against `{other}`", "", *_race_pair(payload["cases"], [labels[0], other])]
+    return out
+
+
+def _race(folder: Path) -> list[str]:
+    """The single-kernel race (always a section), then the shape-table race where the session ran one."""
+    out = _race_of(folder / RACE, "Single-kernel race")
+    if (folder / RACE_MM).is_file():
+        out += ["", *_race_of(folder / RACE_MM, "Race over the shape table")]
     return out
 
 

@@ -2,8 +2,8 @@
 fusion-5-stock-whole-blocks, fusion-5-stock-wider-stream and fusion-5-stock-y-shared on the CPU:
 tests/cpp/q8_stock_order_test.cu, compiled against fusekit-q8-gemv.cuh as they, fusion-5-stream-lean-issue,
 fusion-5-stream-rows-in-turn, fusion-5-stream-slot-addresses, fusion-5-stream-tma-copies, fusion-5-stream-via-l1,
-fusion-5-stream-with-l2-hints, fusion-5-stream-y-pairs, fusion-5-stream-z-hinted-l1, fusion-5-stream-zy-y-registers and
-fusion-5-stream-zz-y-registers-first leave it on
+fusion-5-stream-with-l2-hints, fusion-5-stream-y-pairs, fusion-5-stream-z-hinted-l1, fusion-5-stream-zy-y-registers,
+fusion-5-stream-zz-y-registers-first and fusion-5-stream-zzz-medium-tables leave it on
 stack-1-5-grouped-f32,
 runs the header's segments, part reads and part dot products in the kernels' data flows (a warp standing in for some
 of MMVQ's warps at splits 1, 2, 4, a lane taking one part per stood-in warp or whole blocks; one warp per row by tile;
@@ -11,7 +11,8 @@ a warp's run of rows through a ring of cp.async slots whose copies land only at 
 copy) against a separate emulation of mul_mat_vec_q's 128 threads at one token, and wants every row bit for bit
 MMVQ's; --sabotage (the header's blocks_used switch, which leaves a block out) must make every row differ. And which
 products plan sends to the stream kernel (tests/cpp/q8_stream_dispatch_test.cu), against the header with and without
-fusion-5-stock-wider-stream (and fusion-5-stock-y-shared). Needs nvcc (the header is CUDA); no GPU."""
+fusion-5-stream-zzz-medium-tables, and without fusion-5-stock-wider-stream (and fusion-5-stock-y-shared). Needs nvcc
+(the header is CUDA); no GPU."""
 
 from __future__ import annotations
 
@@ -45,6 +46,7 @@ Y_PAIRS = REPO / "patches" / "experiments" / "fusion-5-stream-y-pairs.patch"  # 
 HINTED_L1 = REPO / "patches" / "experiments" / "fusion-5-stream-z-hinted-l1.patch"  # plan's l1 copies evict first
 Y_REGISTERS = REPO / "patches" / "experiments" / "fusion-5-stream-zy-y-registers.patch"  # short rows' y in registers
 Y_FIRST = REPO / "patches" / "experiments" / "fusion-5-stream-zz-y-registers-first.patch"  # longer rows: 2 tiles
+MEDIUM = REPO / "patches" / "experiments" / "fusion-5-stream-zzz-medium-tables.patch"  # 17.8 MB tables stream too
 DISPATCH = REPO / "tests" / "cpp" / "q8_stream_dispatch_test.cu"
 PROGRAM = REPO / "tests" / "cpp" / "q8_stock_order_test.cu"
 KERNELS = REPO / "kernels"  # standalone.cuh
@@ -88,6 +90,7 @@ def order_program(pinned_home: Path, tmp_path_factory: pytest.TempPathFactory) -
             HINTED_L1,
             Y_REGISTERS,
             Y_FIRST,
+            MEDIUM,
         )
         fusekit(pinned_home, "apply", "stack-1-5-grouped-f32", *map(str, experiments))
         tree = Path(json.loads(fusekit(pinned_home, "status", "--json"))["tree"])
@@ -98,7 +101,15 @@ def order_program(pinned_home: Path, tmp_path_factory: pytest.TempPathFactory) -
         cmd = [str(NVCC), "-c", "-O3", "-std=c++17", "-use_fast_math", "-arch=sm_90", f"-I{work}", f"-I{KERNELS}"]
         compiled = subprocess.run([*cmd, "-o", str(work / "gpu.o"), str(source)], capture_output=True, text=True)
         assert compiled.returncode == 0, compiled.stderr[-3000:]
-    # the header without fusion-5-stream-zz-y-registers-first, fusion-5-stream-zy-y-registers,
+    # the header without fusion-5-stream-zzz-medium-tables only, for the medium rule's other side
+    no_medium = work / "no-medium"
+    (no_medium / Path(HEADER).parent).mkdir(parents=True)
+    shutil.copy(work / Path(HEADER).name, no_medium / HEADER)
+    reverse = ["git", "apply", "-R", f"--include={HEADER}", str(MEDIUM)]
+    reversed_ = subprocess.run(reverse, cwd=no_medium, capture_output=True, text=True)
+    assert reversed_.returncode == 0, reversed_.stderr
+    # the header without fusion-5-stream-zzz-medium-tables, fusion-5-stream-zz-y-registers-first,
+    # fusion-5-stream-zy-y-registers,
     # fusion-5-stream-z-hinted-l1, fusion-5-stream-y-pairs, fusion-5-stream-with-l2-hints, fusion-5-stream-via-l1,
     # fusion-5-stream-tma-copies, fusion-5-stream-slot-addresses, fusion-5-stream-rows-in-turn,
     # fusion-5-stream-lean-issue, fusion-5-stock-y-shared and fusion-5-stock-wider-stream, for the dispatch test's
@@ -106,12 +117,29 @@ def order_program(pinned_home: Path, tmp_path_factory: pytest.TempPathFactory) -
     before = work / "before"
     (before / Path(HEADER).parent).mkdir(parents=True)
     shutil.copy(work / Path(HEADER).name, before / HEADER)
-    stream_experiments = (Y_FIRST, Y_REGISTERS, HINTED_L1, Y_PAIRS, L2_HINTS, VIA_L1, TMA, SLOTS, INTERLEAVED, LEAN)
+    stream_experiments = (
+        MEDIUM,
+        Y_FIRST,
+        Y_REGISTERS,
+        HINTED_L1,
+        Y_PAIRS,
+        L2_HINTS,
+        VIA_L1,
+        TMA,
+        SLOTS,
+        INTERLEAVED,
+        LEAN,
+    )
     for patch in (*stream_experiments, Y_SHARED, WIDER):
         reverse = ["git", "apply", "-R", f"--include={HEADER}", str(patch)]
         reversed_ = subprocess.run(reverse, cwd=before, capture_output=True, text=True)
         assert reversed_.returncode == 0, reversed_.stderr
-    for name, folder in (("dispatch", work), ("dispatch_before", before / Path(HEADER).parent)):
+    folders = (
+        ("dispatch", work),
+        ("dispatch_no_medium", no_medium / Path(HEADER).parent),
+        ("dispatch_before", before / Path(HEADER).parent),
+    )
+    for name, folder in folders:
         cmd = [str(NVCC), "-std=c++17", "-arch=sm_90", f"-I{folder}", "-o", str(work / name), str(DISPATCH)]
         built = subprocess.run(cmd, capture_output=True, text=True)
         assert built.returncode == 0, built.stderr[-3000:]
@@ -145,14 +173,33 @@ def _dispatch(program: Path, *args: str) -> subprocess.CompletedProcess[str]:
 def test_plan_streams_the_split_tables_with_their_residual(order_program: Path) -> None:
     """fusion-5-stock-wider-stream: ssm_out and the attention output (split 2, with the residual as bias) and every
     other plain table plan would split take the stream kernel at depth 3; gated, ids and many-channel products and
-    split-1 tables keep the row kernels; the rule before it is not what this header does."""
+    small split-1 tables keep the row kernels; the rule before it is not what this header does."""
     ran = _dispatch(order_program.parent / "dispatch")
     assert ran.returncode == 0, ran.stdout
     assert "35B ssm_out 2048x4096 + residual           stream" in ran.stdout
-    assert "stream depth 3, y in shared memory; 20 of 20 cases" in ran.stdout and "dispatch as expected" in ran.stdout
+    assert "stream depth 3, y in shared memory; 24 of 24 cases" in ran.stdout and "dispatch as expected" in ran.stdout
     assert "long rows 20000x16384                      row kernels" in ran.stdout  # over the shared copy of y
     before_rule = _dispatch(order_program.parent / "dispatch", "--expect-before")
-    assert before_rule.returncode == 1 and before_rule.stdout.count("WRONG") == 7
+    assert before_rule.returncode == 1 and before_rule.stdout.count("WRONG") == 12
+
+
+def test_plan_streams_the_medium_q8_tables(order_program: Path) -> None:
+    """fusion-5-stream-zzz-medium-tables: plain Q8_0 tables of 2^19 blocks and more (8192 x 2048, 4096 x 4096 up to
+    14336 x 4096) take the stream kernel; one block fewer, Q4_0 and gated ones keep the row kernels. The wider rule
+    alone is not what this header does, and the header without the experiment fails the medium rule on exactly the
+    five medium tables."""
+    ran = _dispatch(order_program.parent / "dispatch")
+    for case in ("35B gdn wqkv 8192x2048", "Llama wq/wo 4096x4096", "Llama down 4096x14336"):
+        assert f"{case:<42} stream       (expected stream)" in ran.stdout
+    for case in ("one block short of medium 4095x128", "q4_0 8192x2048 (medium, not Q8_0)", "gated medium 8192x2048"):
+        assert f"{case:<42} row kernels  (expected row kernels)" in ran.stdout
+    assert "as fusion-5-stream-zzz-medium-tables expects" in ran.stdout
+    wider_only = _dispatch(order_program.parent / "dispatch", "--expect-wider")
+    assert wider_only.returncode == 1 and wider_only.stdout.count("WRONG") == 5
+    no_medium = order_program.parent / "dispatch_no_medium"
+    assert _dispatch(no_medium).returncode == 0  # its own header's rule: the wider one
+    sabotage = _dispatch(no_medium, "--expect-medium")
+    assert sabotage.returncode == 1 and sabotage.stdout.count("WRONG") == 5
 
 
 def test_the_header_before_it_keeps_its_own_rule(order_program: Path) -> None:
@@ -160,6 +207,6 @@ def test_the_header_before_it_keeps_its_own_rule(order_program: Path) -> None:
     dispatch test tells the two headers apart."""
     before = order_program.parent / "dispatch_before"
     ran = _dispatch(before, "--expect-before")
-    assert ran.returncode == 0 and "stream depth 4; 20 of 20 cases" in ran.stdout, ran.stdout
+    assert ran.returncode == 0 and "stream depth 4; 24 of 24 cases" in ran.stdout, ran.stdout
     wider_rule = _dispatch(before)
     assert wider_rule.returncode == 1 and wider_rule.stdout.count("WRONG") == 6
