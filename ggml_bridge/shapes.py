@@ -47,6 +47,7 @@ SEED_SHAPES: tuple[Shape, ...] = (
     # Qwen3.6-35B-A3B gated-delta-net (8192x2048 qkv is already listed above)
     Shape(4096, 2048, "Qwen3.6-35B-A3B", "gated-delta-net gate"),
     Shape(2048, 4096, "Qwen3.6-35B-A3B", "gated-delta-net out"),
+    Shape(248320, 2048, "Qwen3.6-35B-A3B", "output (vocab)"),  # issue #11's head; added in session 47
 )
 
 # The CPU benchmark's six shapes (3 types × 6 shapes × 1 token must finish in 2 minutes on 2 cores).

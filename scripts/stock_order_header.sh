@@ -11,7 +11,7 @@ DIR=${1:?output folder}
 REPO=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 mkdir -p "$DIR/ggml/src/ggml-cuda"
 cp "$REPO/kernels/fusekit-q8-gemv.cuh" "$DIR/ggml/src/ggml-cuda/"
-for patch in ${PATCHES:-fusion-5-group fusion-5-grouped-f32 fusion-5-stock-order fusion-5-stock-ordered-tiles fusion-5-stock-streamed fusion-5-stock-whole-blocks fusion-5-stock-wider-stream fusion-5-stock-y-shared fusion-5-stream-lean-issue fusion-5-stream-rows-in-turn fusion-5-stream-slot-addresses fusion-5-stream-tma-copies fusion-5-stream-via-l1 fusion-5-stream-with-l2-hints fusion-5-stream-y-pairs fusion-5-stream-z-hinted-l1 fusion-5-stream-zy-y-registers fusion-5-stream-zz-y-registers-first}; do
+for patch in ${PATCHES:-fusion-5-group fusion-5-grouped-f32 fusion-5-stock-order fusion-5-stock-ordered-tiles fusion-5-stock-streamed fusion-5-stock-whole-blocks fusion-5-stock-wider-stream fusion-5-stock-y-shared fusion-5-stream-lean-issue fusion-5-stream-rows-in-turn fusion-5-stream-slot-addresses fusion-5-stream-tma-copies fusion-5-stream-via-l1 fusion-5-stream-with-l2-hints fusion-5-stream-y-pairs fusion-5-stream-z-hinted-l1 fusion-5-stream-zy-y-registers fusion-5-stream-zz-y-registers-first fusion-5-stream-zzz-medium-tables}; do
   (cd "$DIR" && git apply --include=ggml/src/ggml-cuda/fusekit-q8-gemv.cuh "$REPO/patches/experiments/$patch.patch")
   applied="${applied:+$applied }$patch"
   [[ $patch != "${UNTIL:-}" ]] || break

@@ -231,6 +231,12 @@ int main(int argc, char ** argv) {
     shapes.push_back({Weights::q8_0, 5000, 64, 0, false, false, kStreamDepth, 3});
     shapes.push_back({Weights::q4_0, 3001, 160, 0, false, false, kStreamDepth, 5});
 #endif
+#ifdef FUSEKIT_STREAM_MEDIUM_TABLES
+    // fusion-5-stream-zzz-medium-tables: plain Q8_0 tables of 2^19 blocks and more under kStreamMinRows rows take the
+    // stream kernel through plan (besides the gdn qkv above): Llama-3-8B's q/o, a partial last tile (12288 x 2560)
+    shapes.push_back({Weights::q8_0, 4096, 128, 0, false});
+    shapes.push_back({Weights::q8_0, 12288, 80, 0, false});
+#endif
 
     for (const Shape & s : shapes) {
         const std::vector<uint8_t> x  = random_blocks(rng, s.w, int64_t(s.nrows) * s.nblocks);

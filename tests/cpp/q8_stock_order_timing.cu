@@ -156,6 +156,8 @@ int main(int argc, char ** argv) {
         {"llama gate/up 14336x4096", Weights::q8_0, 14336, 128, false},
         {"mlp 28672x4096", Weights::q8_0, 28672, 128, false},
         {"llama output 128256x4096", Weights::q8_0, 128256, 128, false},
+        // the shape table's one other plain table of 2^19 blocks and more (fusion-5-stream-zzz-medium-tables streams it)
+        {"v100 attn qkv 12288x2560", Weights::q8_0, 12288, 80, false},
 #endif
     };
     std::mt19937 rng(7);
