@@ -58,20 +58,13 @@ def test_truncated_export(tmp_path: Path) -> None:
     assert_one_line_error(run_profile("--from", str(cut)), "truncated")
 
 
-def test_truncated_gzip(tmp_path: Path) -> None:
+@pytest.mark.parametrize(("suffix", "pack", "name"), [(".gz", gzip.compress, "gzip"), (".xz", lzma.compress, "xz")])
+def test_a_truncated_packed_export(tmp_path: Path, suffix: str, pack, name: str) -> None:
     full = Trace(kernels=list(random_kernels(2000))).write(tmp_path / "full.sqlite")
-    packed = gzip.compress(full.read_bytes())
-    cut = tmp_path / "cut.sqlite.gz"
+    packed = pack(full.read_bytes())
+    cut = tmp_path / f"cut.sqlite{suffix}"
     cut.write_bytes(packed[: len(packed) // 2])
-    assert_one_line_error(run_profile("--from", str(cut)), "gzip")
-
-
-def test_truncated_xz(tmp_path: Path) -> None:
-    full = Trace(kernels=list(random_kernels(2000))).write(tmp_path / "full.sqlite")
-    packed = lzma.compress(full.read_bytes())
-    cut = tmp_path / "cut.sqlite.xz"
-    cut.write_bytes(packed[: len(packed) // 2])
-    assert_one_line_error(run_profile("--from", str(cut)), "not a readable xz file")
+    assert_one_line_error(run_profile("--from", str(cut)), f"not a readable {name} file")
 
 
 def test_an_xz_export_reads_as_its_plain_export(tmp_path: Path) -> None:
