@@ -143,13 +143,22 @@ def spec_entries(spec: str, registry: Registry) -> list[Entry]:
 
 
 def canonical(entries: list[Entry]) -> list[Entry]:
-    """Fusions by number, then user patches in the order they were first added; no duplicates."""
+    """Fusions by number, then user patches in the order they were first added; no duplicates.
+
+    Two entries of one name are one entry when their files hold the same bytes (e.g. the applied variant's patch
+    came from another checkout of this repository): it keeps its first place and the later entry's files. With
+    different bytes they are refused.
+    """
     seen: dict[tuple[str, str], Entry] = {}
     for entry in entries:
         key = (entry.kind, entry.name)
-        if key in seen and seen[key] != entry:
-            raise FusekitError(f"two different patches are both called {entry.name!r}; rename one")
-        seen.setdefault(key, entry)
+        if key in seen and seen[key] != entry and seen[key].content_hash() != entry.content_hash():
+            first, second = seen[key].patches[0], entry.patches[0]
+            raise FusekitError(
+                f"two different patches are both called {entry.name!r} ({first} and {second}); rename one, or "
+                "'fusekit reset' first if the applied one is an older copy"
+            )
+        seen[key] = entry  # a dict keeps a key's first place
     ordered = list(seen.values())
     return sorted(ordered, key=lambda e: e.sort_key)  # sort is stable: user patches keep their order
 
