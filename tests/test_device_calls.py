@@ -56,7 +56,10 @@ def test_the_standalone_calls_are_the_ones_without_a_session() -> None:
     session_names = {p.name for p in SESSION_CALLS}
     handing = {p.name: HAND_OVER.findall(p.read_text()) for p in FIRST_CALLS if p.name not in session_names}
     handing = {name: targets for name, targets in handing.items() if targets}
-    expected = {"first-by-card.sh": ["issue11-race-mm.sh"], "issue8-within-fixed.sh": ["issue8-within-memcheck.sh"]}
+    expected = {
+        "first-by-card.sh": ["issue11-medium-tables.sh"],
+        "issue8-within-fixed.sh": ["issue8-within-memcheck.sh"],
+    }
     assert handing == expected
     assert all(target in session_names for targets in handing.values() for target in targets)
     standalone = {p.name for p in FIRST_CALLS} - session_names - set(handing)
