@@ -3,16 +3,16 @@ fusion-5-stock-whole-blocks, fusion-5-stock-wider-stream and fusion-5-stock-y-sh
 tests/cpp/q8_stock_order_test.cu, compiled against fusekit-q8-gemv.cuh as they, fusion-5-stream-lean-issue,
 fusion-5-stream-rows-in-turn, fusion-5-stream-slot-addresses, fusion-5-stream-tma-copies, fusion-5-stream-via-l1,
 fusion-5-stream-with-l2-hints, fusion-5-stream-y-pairs, fusion-5-stream-z-hinted-l1, fusion-5-stream-zy-y-registers,
-fusion-5-stream-zz-y-registers-first and fusion-5-stream-zzz-medium-tables leave it on
-stack-1-5-grouped-f32,
+fusion-5-stream-zz-y-registers-first, fusion-5-stream-zzz-medium-tables and fusion-5-stream-zzzz-mmvq-short-tables
+leave it on stack-1-5-grouped-f32,
 runs the header's segments, part reads and part dot products in the kernels' data flows (a warp standing in for some
 of MMVQ's warps at splits 1, 2, 4, a lane taking one part per stood-in warp or whole blocks; one warp per row by tile;
 a warp's run of rows through a ring of cp.async slots whose copies land only at a wait, reading y from the CTA's
 copy) against a separate emulation of mul_mat_vec_q's 128 threads at one token, and wants every row bit for bit
 MMVQ's; --sabotage (the header's blocks_used switch, which leaves a block out) must make every row differ. And which
-products plan sends to the stream kernel (tests/cpp/q8_stream_dispatch_test.cu), against the header with and without
-fusion-5-stream-zzz-medium-tables, and without fusion-5-stock-wider-stream (and fusion-5-stock-y-shared). Needs nvcc
-(the header is CUDA); no GPU."""
+products plan sends to the stream kernel and which ones the glue leaves to MMVQ (tests/cpp/q8_stream_dispatch_test.cu),
+against the header with and without fusion-5-stream-zzz-medium-tables or fusion-5-stream-zzzz-mmvq-short-tables, and
+without fusion-5-stock-wider-stream (and fusion-5-stock-y-shared). Needs nvcc (the header is CUDA); no GPU."""
 
 from __future__ import annotations
 
@@ -47,6 +47,7 @@ HINTED_L1 = REPO / "patches" / "experiments" / "fusion-5-stream-z-hinted-l1.patc
 Y_REGISTERS = REPO / "patches" / "experiments" / "fusion-5-stream-zy-y-registers.patch"  # short rows' y in registers
 Y_FIRST = REPO / "patches" / "experiments" / "fusion-5-stream-zz-y-registers-first.patch"  # longer rows: 2 tiles
 MEDIUM = REPO / "patches" / "experiments" / "fusion-5-stream-zzz-medium-tables.patch"  # 17.8 MB tables stream too
+SHORT = REPO / "patches" / "experiments" / "fusion-5-stream-zzzz-mmvq-short-tables.patch"  # short tables stay MMVQ's
 DISPATCH = REPO / "tests" / "cpp" / "q8_stream_dispatch_test.cu"
 PROGRAM = REPO / "tests" / "cpp" / "q8_stock_order_test.cu"
 KERNELS = REPO / "kernels"  # standalone.cuh
@@ -91,6 +92,7 @@ def order_program(pinned_home: Path, tmp_path_factory: pytest.TempPathFactory) -
             Y_REGISTERS,
             Y_FIRST,
             MEDIUM,
+            SHORT,
         )
         fusekit(pinned_home, "apply", "stack-1-5-grouped-f32", *map(str, experiments))
         tree = Path(json.loads(fusekit(pinned_home, "status", "--json"))["tree"])
@@ -108,7 +110,15 @@ def order_program(pinned_home: Path, tmp_path_factory: pytest.TempPathFactory) -
     reverse = ["git", "apply", "-R", f"--include={HEADER}", str(MEDIUM)]
     reversed_ = subprocess.run(reverse, cwd=no_medium, capture_output=True, text=True)
     assert reversed_.returncode == 0, reversed_.stderr
-    # the header without fusion-5-stream-zzz-medium-tables, fusion-5-stream-zz-y-registers-first,
+    # the header without fusion-5-stream-zzzz-mmvq-short-tables only, for the short-tables rule's other side
+    no_short = work / "no-short"
+    (no_short / Path(HEADER).parent).mkdir(parents=True)
+    shutil.copy(work / Path(HEADER).name, no_short / HEADER)
+    reverse = ["git", "apply", "-R", f"--include={HEADER}", str(SHORT)]
+    reversed_ = subprocess.run(reverse, cwd=no_short, capture_output=True, text=True)
+    assert reversed_.returncode == 0, reversed_.stderr
+    # the header without fusion-5-stream-zzzz-mmvq-short-tables, fusion-5-stream-zzz-medium-tables,
+    # fusion-5-stream-zz-y-registers-first,
     # fusion-5-stream-zy-y-registers,
     # fusion-5-stream-z-hinted-l1, fusion-5-stream-y-pairs, fusion-5-stream-with-l2-hints, fusion-5-stream-via-l1,
     # fusion-5-stream-tma-copies, fusion-5-stream-slot-addresses, fusion-5-stream-rows-in-turn,
@@ -118,6 +128,7 @@ def order_program(pinned_home: Path, tmp_path_factory: pytest.TempPathFactory) -
     (before / Path(HEADER).parent).mkdir(parents=True)
     shutil.copy(work / Path(HEADER).name, before / HEADER)
     stream_experiments = (
+        SHORT,
         MEDIUM,
         Y_FIRST,
         Y_REGISTERS,
@@ -137,6 +148,7 @@ def order_program(pinned_home: Path, tmp_path_factory: pytest.TempPathFactory) -
     folders = (
         ("dispatch", work),
         ("dispatch_no_medium", no_medium / Path(HEADER).parent),
+        ("dispatch_no_short", no_short / Path(HEADER).parent),
         ("dispatch_before", before / Path(HEADER).parent),
     )
     for name, folder in folders:
@@ -177,10 +189,10 @@ def test_plan_streams_the_split_tables_with_their_residual(order_program: Path) 
     ran = _dispatch(order_program.parent / "dispatch")
     assert ran.returncode == 0, ran.stdout
     assert "35B ssm_out 2048x4096 + residual           stream" in ran.stdout
-    assert "stream depth 3, y in shared memory; 24 of 24 cases" in ran.stdout and "dispatch as expected" in ran.stdout
+    assert "stream depth 3, y in shared memory; 31 of 31 cases" in ran.stdout and "dispatch as expected" in ran.stdout
     assert "long rows 20000x16384                      row kernels" in ran.stdout  # over the shared copy of y
     before_rule = _dispatch(order_program.parent / "dispatch", "--expect-before")
-    assert before_rule.returncode == 1 and before_rule.stdout.count("WRONG") == 12
+    assert before_rule.returncode == 1 and before_rule.stdout.count("WRONG") == 17
 
 
 def test_plan_streams_the_medium_q8_tables(order_program: Path) -> None:
@@ -202,11 +214,29 @@ def test_plan_streams_the_medium_q8_tables(order_program: Path) -> None:
     assert sabotage.returncode == 1 and sabotage.stdout.count("WRONG") == 5
 
 
+def test_the_short_q8_tables_stay_with_mmvq(order_program: Path) -> None:
+    """fusion-5-stream-zzzz-mmvq-short-tables: plain Q8_0 tables of at most 16 rows an SM with rows of 64 blocks or
+    more (the 35B preset's ssm_out and attention output, 2048 x 4096) are left to MMVQ, one row more or one block fewer,
+    gated, Q4_0 and two-channel products are not; the header without the experiment leaves none and so fails the rule
+    on exactly the nine short cases."""
+    ran = _dispatch(order_program.parent / "dispatch")
+    assert ran.returncode == 0, ran.stdout
+    for case in ("35B ssm_out 2048x4096 + residual", "35B attention wk 512x2048", "16 rows an SM 2112x64"):
+        assert f"short tables: {case:<42} MMVQ    (expected MMVQ)" in ran.stdout
+    for case in ("one row over 16 an SM 2113x64", "63 blocks a row 2048x63", "q4_0 short 2048x4096"):
+        assert f"short tables: {case:<42} fusekit (expected fusekit)" in ran.stdout
+    assert "31 of 31 cases as fusion-5-stream-zzzz-mmvq-short-tables expects" in ran.stdout
+    no_short = order_program.parent / "dispatch_no_short"
+    assert _dispatch(no_short).returncode == 0  # its own header's rule: none left to MMVQ
+    sabotage = _dispatch(no_short, "--expect-short")
+    assert sabotage.returncode == 1 and sabotage.stdout.count("WRONG") == 9, sabotage.stdout
+
+
 def test_the_header_before_it_keeps_its_own_rule(order_program: Path) -> None:
     """The same cases on fusion-5-stock-whole-blocks' header: its rule holds and the wider one fails there, so the
     dispatch test tells the two headers apart."""
     before = order_program.parent / "dispatch_before"
     ran = _dispatch(before, "--expect-before")
-    assert ran.returncode == 0 and "stream depth 4; 24 of 24 cases" in ran.stdout, ran.stdout
+    assert ran.returncode == 0 and "stream depth 4; 31 of 31 cases" in ran.stdout, ran.stdout
     wider_rule = _dispatch(before)
-    assert wider_rule.returncode == 1 and wider_rule.stdout.count("WRONG") == 6
+    assert wider_rule.returncode == 1 and wider_rule.stdout.count("WRONG") == 11
