@@ -1,26 +1,31 @@
 #!/usr/bin/env bash
-# Device call for issue #11 (written in session 47; kernels/NOTES-q8-gemv.md, "Session 47"): L1 + ZY against L1 + ZY +
-# fusion-5-stream-zzz-medium-tables (plain Q8_0 tables of 2^19 blocks and more take the stream kernel), stock beside
-# them: the bridge race over the shape table (now with the 35B output head) at 1, 2, 4 and 8 tokens, every contender
-# checked against the float64 reference first, and the sabotaged build's bridge check; test-backend-ops on both and the
-# sabotage; the 35B eval (speed, KL, text). Beside the builds, the stream check (GPU check with the medium cases
-# through plan, timing with 12288 x 2560). The predictions are the patch header's. Any card (the race's verdicts are
-# against stock on the same card); about 17 minutes. Carry [".bundle"]; then scripts/device_calls/poll.sh until
-# SESSION DONE. SHORT=1: the race at one token only, no checks or eval (about 450 s with the machine's start).
+# Device call for issue #11 (written in session 47, extended in session 48; kernels/NOTES-q8-gemv.md, "Session 47"
+# and "Session 48"): L1 + ZY against L1 + ZY + fusion-5-stream-zzz-medium-tables (M: plain Q8_0 tables of 2^19 blocks
+# and more take the stream kernel) and L1 + ZY + M + fusion-5-stream-zzzz-mmvq-short-tables (F: short plain Q8_0
+# tables stay with MMVQ), stock beside them: the bridge race over the shape table (with the 35B output head) at 1, 2,
+# 4 and 8 tokens, every contender checked against the float64 reference first, and the sabotaged build's bridge
+# check; test-backend-ops on the builds and the sabotage; the 35B eval (speed, KL, text). Beside the builds, the
+# stream check (GPU check with the medium cases through plan, timing with 12288 x 2560). The predictions are the patch
+# headers'. Any card (the race's verdicts are against stock on the same card); about 19 minutes. Carry [".bundle"];
+# then scripts/device_calls/poll.sh until SESSION DONE. SHORT=1: the race of L1 + ZY, M and F at one token only, no
+# checks or eval (about 500 s with the machine's start). STEPS overrides the full call's steps ("smoke race-mm eval"
+# drops test-backend-ops, about 5 minutes).
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/../.."
 export PATH=/usr/local/cuda/bin:$PATH
 L1=stack-1-5-stock-order-l1 E=$PWD/patches/experiments
 ZY=$E/fusion-5-stream-zy-y-registers.patch M=$E/fusion-5-stream-zzz-medium-tables.patch
+F=$E/fusion-5-stream-zzzz-mmvq-short-tables.patch
 S=$PWD/tests/patches/sabotage-q8-stock-order.patch
 nvidia-smi --query-gpu=name --format=csv,noheader | head -n 1 > "$OUT/card.txt"
 export FOCUS="4" KERNEL_PROGRAMS=none FLA_REFERENCE=0 EVAL_FUSIONS=" " GPU1_STEPS=" "
 if [[ "${SHORT:-0}" == 1 ]]; then
-  export VARIANTS="$L1+$ZY $L1+$ZY+$M" RACE_TOKENS=1 GPU0_STEPS="race-mm"
+  export VARIANTS="$L1+$ZY $L1+$ZY+$M $L1+$ZY+$M+$F" RACE_TOKENS=1 GPU0_STEPS="race-mm"
   bash scripts/h200_session.sh /tmp/b run > /tmp/run.log 2>&1
 else
-  export VARIANTS="$L1+$ZY $L1+$ZY+$M $L1+$ZY+$M+$S" EVAL_VARIANTS="$L1+$ZY $L1+$ZY+$M" ROUNDS=3 PROMPTS=512
-  export CHECK_BASE_OPS="MUL_MAT_VEC_FUSION" GPU0_STEPS="smoke race-mm check-mm eval"
+  export VARIANTS="$L1+$ZY $L1+$ZY+$M $L1+$ZY+$M+$F $L1+$ZY+$M+$F+$S" EVAL_VARIANTS="$L1+$ZY $L1+$ZY+$M $L1+$ZY+$M+$F"
+  export ROUNDS=3 PROMPTS=512
+  export CHECK_BASE_OPS="MUL_MAT_VEC_FUSION" GPU0_STEPS="${STEPS:-smoke race-mm check-mm eval}"
   bash scripts/h200_session.sh /tmp/b run > /tmp/run.log 2>&1
   RUN_TIMEOUT=150 NCU_SHAPES="v100 attn qkv 12288x2560" ROUNDS=9 \
     bash scripts/stock_order_gpu_check.sh /tmp/stream > /tmp/stream-check.out 2>&1 || true
