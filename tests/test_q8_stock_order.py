@@ -67,6 +67,18 @@ def fusekit(home: Path, *args: str) -> str:
     return done.stdout
 
 
+def _header_without(work: Path, name: str, *patches: Path) -> Path:
+    """A copy of the applied header in work/name with ``patches`` reversed, in that order; returns work/name."""
+    folder = work / name
+    (folder / Path(HEADER).parent).mkdir(parents=True)
+    shutil.copy(work / Path(HEADER).name, folder / HEADER)
+    for patch in patches:
+        reverse = ["git", "apply", "-R", f"--include={HEADER}", str(patch)]
+        reversed_ = subprocess.run(reverse, cwd=folder, capture_output=True, text=True)
+        assert reversed_.returncode == 0, f"{patch.name}: {reversed_.stderr}"
+    return folder
+
+
 @pytest.fixture(scope="module")
 def order_program(pinned_home: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
     """The test program, built against the header the experiment leaves (copied out of the applied tree)."""
@@ -104,29 +116,15 @@ def order_program(pinned_home: Path, tmp_path_factory: pytest.TempPathFactory) -
         compiled = subprocess.run([*cmd, "-o", str(work / "gpu.o"), str(source)], capture_output=True, text=True)
         assert compiled.returncode == 0, compiled.stderr[-3000:]
     # the header without fusion-5-stream-zzz-medium-tables only, for the medium rule's other side
-    no_medium = work / "no-medium"
-    (no_medium / Path(HEADER).parent).mkdir(parents=True)
-    shutil.copy(work / Path(HEADER).name, no_medium / HEADER)
-    reverse = ["git", "apply", "-R", f"--include={HEADER}", str(MEDIUM)]
-    reversed_ = subprocess.run(reverse, cwd=no_medium, capture_output=True, text=True)
-    assert reversed_.returncode == 0, reversed_.stderr
+    no_medium = _header_without(work, "no-medium", MEDIUM)
     # the header without fusion-5-stream-zzzz-mmvq-short-tables only, for the short-tables rule's other side
-    no_short = work / "no-short"
-    (no_short / Path(HEADER).parent).mkdir(parents=True)
-    shutil.copy(work / Path(HEADER).name, no_short / HEADER)
-    reverse = ["git", "apply", "-R", f"--include={HEADER}", str(SHORT)]
-    reversed_ = subprocess.run(reverse, cwd=no_short, capture_output=True, text=True)
-    assert reversed_.returncode == 0, reversed_.stderr
+    no_short = _header_without(work, "no-short", SHORT)
     # the header without fusion-5-stream-zzzz-mmvq-short-tables, fusion-5-stream-zzz-medium-tables,
-    # fusion-5-stream-zz-y-registers-first,
-    # fusion-5-stream-zy-y-registers,
+    # fusion-5-stream-zz-y-registers-first, fusion-5-stream-zy-y-registers,
     # fusion-5-stream-z-hinted-l1, fusion-5-stream-y-pairs, fusion-5-stream-with-l2-hints, fusion-5-stream-via-l1,
     # fusion-5-stream-tma-copies, fusion-5-stream-slot-addresses, fusion-5-stream-rows-in-turn,
     # fusion-5-stream-lean-issue, fusion-5-stock-y-shared and fusion-5-stock-wider-stream, for the dispatch test's
     # other side
-    before = work / "before"
-    (before / Path(HEADER).parent).mkdir(parents=True)
-    shutil.copy(work / Path(HEADER).name, before / HEADER)
     stream_experiments = (
         SHORT,
         MEDIUM,
@@ -141,10 +139,7 @@ def order_program(pinned_home: Path, tmp_path_factory: pytest.TempPathFactory) -
         INTERLEAVED,
         LEAN,
     )
-    for patch in (*stream_experiments, Y_SHARED, WIDER):
-        reverse = ["git", "apply", "-R", f"--include={HEADER}", str(patch)]
-        reversed_ = subprocess.run(reverse, cwd=before, capture_output=True, text=True)
-        assert reversed_.returncode == 0, reversed_.stderr
+    before = _header_without(work, "before", *stream_experiments, Y_SHARED, WIDER)
     folders = (
         ("dispatch", work),
         ("dispatch_no_medium", no_medium / Path(HEADER).parent),
