@@ -11,7 +11,7 @@
 # Then two chains, one per GPU when there are two (else one after the other):
 #   GPU 0: smoke (a short run of each variant), eval (each fusion alone and the stack vs stock, 35B preset), eval2 (second model), profiles A
 #   GPU 1: check (test-backend-ops, sabotage builds), race (bridge), profiles B
-# The single steps (evaluated, check, check-own, eval, eval-own, eval-quality, eval-decode, eval2, race, race-mm, memcheck, profile-a, profile-b, kernels, standalone) can also be run alone.
+# The single steps (evaluated, check, check-own, eval, eval-own, eval-quality, eval-decode, eval2, race, race-mm, node-profile, memcheck, profile-a, profile-b, kernels, standalone) can also be run alone.
 # Besides the stack of every fusion, the stack with every experiment (patches/experiments/) on top is built,
 # checked, evaluated and profiled.
 # GPU0_STEPS / GPU1_STEPS replace the two chains' steps (e.g. GPU1_STEPS="check-mm eval2" for a short session);
@@ -480,6 +480,43 @@ PY
     done
     smi race-mm
     ;;
+  node-profile)  # #11's race nodes under Nsight Systems (session 48: on 6144 x 4096 the stream kernel's node took 1.7
+    # us more in race-mm than the kernel alone in the stream check, on 4096 x 4096 the same): for each NODE_SHAPES shape
+    # (MxK, comma separated) and stock and each measured variant without a sabotage patch, the bridge's one-token
+    # race of that shape alone (NODE_ROUNDS rounds) traced with nsys (results/node-race-SHAPE-NAME.json: the node
+    # times), then `fusekit profile --from stock --against VARIANT` on the two traces
+    # (results/node-profile-SHAPE-NAME.json): each kernel's own time (the product, the quantize) beside the node's
+    use_fusekit
+    smi node-profile
+    nsys=$(python3 -c 'from evals.profile.runner import find_nsys; print(find_nsys(None) or "")')
+    if [[ -z $nsys ]]; then echo "node-profile: no nsys on this host" | tee "$B/logs/node-profile.log"; exit 0; fi
+    specs=()
+    for spec in $(ok_variants $(measured "$STACK" "$STACK_EXP")); do
+      if [[ $spec != *@* ]] && ! sabotaged "$spec"; then specs+=("$spec"); fi
+    done
+    for shape in ${NODE_SHAPES//,/ }; do
+      for spec in stock "${specs[@]}"; do
+        if [[ $spec == stock ]]; then
+          name=stock label=stock file="node-$shape-stock"
+        else
+          name=$(spec_name "$spec") label=$(spec_label "$spec")
+          file=$(fit_name "node-$shape-$label" 200)
+        fi
+        python3 -c 'import sys; from pathlib import Path; from evals.profile import runner
+print(runner.trace(Path(sys.argv[1]), Path(sys.argv[2]), sys.argv[3:]))' "$nsys" "$B/traces/$file" \
+          python3 -m ggml_bridge mulmat --lib-dir "$name=$(bin_of "$label")" --backend CUDA0 \
+          --types q8_0 --shapes "$shape" --tokens 1 --check-tokens 1 --rounds "${NODE_ROUNDS:-3}" \
+          --out "$B/results/${file/node-/node-race-}.json" >>"$B/logs/node-profile.log" 2>&1 \
+          || echo "node-profile: $file did not trace (logs/node-profile.log)"
+        if [[ $spec != stock && -f "$B/traces/$file.sqlite" && -f "$B/traces/node-$shape-stock.sqlite" ]]; then
+          fusekit profile --from "$B/traces/node-$shape-stock.sqlite" --against "$B/traces/$file.sqlite" \
+            --json "$B/results/${file/node-/node-profile-}.json" 2>&1 | tee -a "$B/logs/node-profile.log" | tail -n 12 \
+            || echo "node-profile: fusekit profile failed for $file (logs/node-profile.log)"
+        fi
+      done
+    done
+    smi node-profile
+    ;;
   smoke)  # a short prompt and decode of each variant on the 35B preset, and one chunk of perplexity at one token
     # per batch (SMOKE_VALUES=0: not): a crash or NaN log-probs keep it out of the evals; a sabotaged build is
     # expected to compute wrong values, so only its run is checked
@@ -557,6 +594,6 @@ PY
   variants)  # what start builds besides stock
     all_variants
     ;;
-  *) echo "unknown step $STEP (run poll pack smoke check check-own eval-own check-mm control eval eval-decode eval2 race race-mm flake memcheck eval-quality ncu-kernel profile-a profile-b standalone kernels models variants)" >&2
+  *) echo "unknown step $STEP (run poll pack smoke check check-own eval-own check-mm control eval eval-decode eval2 race race-mm node-profile flake memcheck eval-quality ncu-kernel profile-a profile-b standalone kernels models variants)" >&2
      exit 2 ;;
 esac

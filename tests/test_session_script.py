@@ -620,6 +620,62 @@ def test_race_mm_races_the_variants_against_stock_and_judges_the_sabotage_by_its
     assert "NO RESULT: the bridge did not run" in (batch / "results" / "checks.txt").read_text()
 
 
+def test_node_profile_traces_each_shapes_race_and_compares_the_kernels_with_stock(tmp_path: Path) -> None:
+    """Session 48: on 6144 x 4096 the stream kernel's race node took 1.7 us more than the kernel alone. node-profile
+    races each NODE_SHAPES shape alone for stock and each unsabotaged variant under nsys, then compares each variant's
+    trace with stock's through fusekit profile (the real one here, on synthetic exports), one JSON per shape."""
+    home, batch, stub, record = tmp_path / "home", tmp_path / "b", tmp_path / "stub", tmp_path / "bridge-calls.txt"
+    real = subprocess.run(["bash", "-c", "command -v python3"], capture_output=True, text=True).stdout.strip()
+    diff = "--- a/README.md\n+++ b/README.md\n@@ -1 +1 @@\n-a\n+b\n"
+    experiment, sabotage = tmp_path / "fusion-5-thing.patch", tmp_path / "sabotage-thing.patch"
+    experiment.write_text(diff)
+    sabotage.write_text(diff)
+    labels = ["fusion-5+fusion-5-thing", "fusion-5+fusion-5-thing+sabotage-thing"]
+    for label in ["stock", *labels]:
+        _fake_binary(home, label, "exit 0\n", tool="llama-bench")
+    _stub_bin(  # the bridge: records its arguments and writes its --out file
+        stub,
+        "python3",
+        'if [[ "$1 $2" == "-m ggml_bridge" ]]; then\n'
+        f'  echo "$*" >>"{record}"\n'
+        '  out=""; prev=""; for a in "$@"; do [[ $prev == --out ]] && out=$a; prev=$a; done\n'
+        '  echo "{}" >"$out"; exit 0\n'
+        f'fi\nexec "{real}" "$@"\n',
+    )
+    synth = f"import sys; sys.path.insert(0, {str(REPO)!r}); from pathlib import Path; from tests.nsys_synth import "
+    synth += "LLAMA_KERNELS, decode_trace; decode_trace(list(LLAMA_KERNELS[:2]), 4).write(Path(sys.argv[1]))"
+    _stub_bin(  # nsys: profile runs the command and leaves a report; export writes a synthetic SQLite export
+        stub,
+        "nsys",
+        'if [[ $1 == profile ]]; then base=$7; shift 7; "$@"; : >"$base.nsys-rep"; exit 0; fi\n'
+        f'if [[ $1 == export ]]; then exec "{real}" -c "{synth}" "$6"; fi\nexit 1\n',
+    )
+    _built(batch, *labels)
+    env = {
+        "FUSEKIT_HOME": str(home),
+        "VARIANTS": f"fusion-5+{experiment} fusion-5+{experiment}+{sabotage}",
+        "NODE_SHAPES": "6144x4096,4096x4096",
+        "PATH": f"{stub}:{os.environ['PATH']}",
+    }
+    done = _run(batch, "node-profile", env)
+    assert done.returncode == 0, done.stderr
+    calls = record.read_text().splitlines()
+    assert len(calls) == 4 and not [c for c in calls if "sabotage" in c]
+    trees = home / "trees"
+    assert calls[0].startswith(f"-m ggml_bridge mulmat --lib-dir stock={trees}/stock/build-cuda-sm90/bin ")
+    assert f"--lib-dir fusion-5+fusion-5-thing={trees}/fusion-5+fusion-5-thing/build-cuda-sm90/bin" in calls[1]
+    assert "--shapes 6144x4096 --tokens 1 --check-tokens 1 --rounds 3" in calls[1]
+    assert "--shapes 4096x4096" in calls[3]
+    results = batch / "results"
+    assert (results / "node-race-6144x4096-stock.json").is_file()
+    for shape in ("6144x4096", "4096x4096"):
+        compared = json.loads((results / f"node-profile-{shape}-fusion-5+fusion-5-thing.json").read_text())
+        assert compared["payload"]["comparison"] is not None, compared
+        traced = [Path(t["path"]).name for t in compared["inputs"]["traces"]]
+        assert traced == [f"node-{shape}-stock.sqlite", f"node-{shape}-fusion-5+fusion-5-thing.sqlite"]
+    assert not list(results.glob("node-profile-*stock.json")) and not list(results.glob("*sabotage*"))
+
+
 def test_memcheck_step_sanitizes_only_the_runs_that_fail(tmp_path: Path) -> None:
     """Session 45: fusion-2-within-gdn aborted a two-chunk perplexity run with a misaligned address that no
     test-backend-ops case and no decode bench showed. The memcheck step runs that command on stock and each measured

@@ -1,0 +1,23 @@
+#!/usr/bin/env bash
+# Device call for issue #11 (written in session 48; kernels/NOTES-q8-gemv.md, "Session 48"): where the race's node
+# time goes on the one shape the stack still loses at one token. In session 48's race 6144 x 4096 took 13.70-13.86 us
+# per node with the stream kernel (stock 12.67), where session 47's stream check had the kernel alone at 12.16; on
+# 4096 x 4096 node and kernel agreed (9.40 / 9.35). Builds stock and L1 + ZY + M + F (the stack as raced in session
+# 48) and runs the session's node-profile step: for each shape below, the bridge's one-token race of it alone, for
+# stock and the stack, under Nsight Systems, and `fusekit profile` of the two traces (each kernel's own median time
+# beside the node time; tracing inflates the node times, not the kernels'). Prediction: on 6144 x 4096 the stream
+# kernel's own median is 12.0-12.5 us (its standalone time), so 1.2-1.8 us of the node lie outside it (a gap after
+# the quantize that stock's node does not have); on 4096 x 4096 kernel and node differ by at most 0.5 us. Any card;
+# about 8 minutes with the machine's start. Carry [".bundle"]; then scripts/device_calls/poll.sh until SESSION DONE.
+set -euo pipefail
+cd "$(dirname "${BASH_SOURCE[0]}")/../.."
+export PATH=/usr/local/cuda/bin:$PATH
+L1=stack-1-5-stock-order-l1 E=$PWD/patches/experiments
+ZY=$E/fusion-5-stream-zy-y-registers.patch M=$E/fusion-5-stream-zzz-medium-tables.patch
+F=$E/fusion-5-stream-zzzz-mmvq-short-tables.patch
+nvidia-smi --query-gpu=name --format=csv,noheader | head -n 1 > "$OUT/card.txt"
+export FOCUS="4" KERNEL_PROGRAMS=none FLA_REFERENCE=0 EVAL_FUSIONS=" " GPU1_STEPS=" "
+export VARIANTS="$L1+$ZY+$M+$F" GPU0_STEPS="node-profile" NODE_SHAPES="${NODE_SHAPES:-6144x4096,4096x4096,4096x14336}"
+bash scripts/h200_session.sh /tmp/b run > /tmp/run.log 2>&1
+bash scripts/h200_session.sh /tmp/b poll $((555 - SECONDS))
+bash scripts/h200_session.sh /tmp/b pack "$OUT"
