@@ -22,6 +22,7 @@ from ggml_bridge.report import check_counts, expected_to_fail
 from .baseline_report import fmt_us
 from .checkpoint import final_name_of
 from .extensions import bases
+from .node_profile_report import render_node_profiles
 from .profile.categories import CATEGORIES, categorize
 from .profile.compare import compare
 from .profile.saved import profile_from_dict
@@ -721,4 +722,7 @@ def render_session(folder: Path) -> str:
         raise FusekitError(f"{folder} is not a folder (a fusion session's results folder was expected)")
     sections = [_header(folder), _builds(folder), _correctness(folder), _profiles(folder), _evals(folder)]
     sections.append(_race(folder))
+    node_profiles = render_node_profiles(folder, _result, _table)
+    if node_profiles:
+        sections.append(node_profiles)
     return "\n\n".join("\n".join(section) for section in sections) + "\n"

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import shutil
 from pathlib import Path
 
@@ -13,6 +14,7 @@ from fusekit.cli import main
 from fusekit.errors import FusekitError
 
 from .conftest import REPO
+from .nsys_synth import Kernel, Trace
 
 SESSION = REPO / "results" / "h200-2026-11-30-fusions"
 
@@ -199,3 +201,48 @@ def test_a_profiled_extension_that_changed_no_launch_count_is_called_out() -> No
     assert "1,237.8 → 1,237.8 (+0.0)" in row and "fused nothing here" in row
     moved = render_session(REPO / "results" / "h200-2026-12-04-session32-l2-pdl-off")
     assert "2 kernels' launch counts changed" in moved and "fused nothing" not in moved
+
+
+def _node_race(path: Path, us: float) -> None:
+    """A bench-mulmat result of one contender at ``us`` per node (the sample's first case only)."""
+    result = json.loads((REPO / "tests" / "data" / "bench-mulmat" / "sample.json").read_text())
+    case = result["payload"]["cases"][0]
+    case["contenders"] = {"only": {**case["contenders"]["stock"], "us": us}}
+    result["payload"]["cases"] = [case]
+    path.write_text(json.dumps(result))
+
+
+def test_node_profiles_table_each_kernels_median_beside_the_node_time(tmp_path: Path) -> None:
+    """The node-profile step's files: per shape, the busiest kernels' launches and median µs for stock and the
+    variant (kernels of the bridge's checks, under 10 launches, left out) and both node times; a folder without them
+    gets no such section."""
+    assert "Race nodes under Nsight Systems" not in render_session(tmp_path)
+    mmvq, quantize, stream = (
+        "void mul_mat_vec_q<(ggml_type)8, 1, false>(const void *)",
+        "void quantize_q8_1(const float *, void *, long)",
+        "void fusekit_q8::q8_gemv_stream_mmvq_kernel<3>(fusekit_q8::Problem)",
+    )
+
+    def trace(path: Path, product: str, product_ns: int) -> Path:
+        kernels, clock = [], 0
+        for i in range(12):
+            for name, ns in ((quantize, 1000), (product, product_ns)):
+                kernels.append(Kernel(name, clock, clock + ns, correlation=len(kernels) + 1, graph_node=i))
+                clock += ns + 500
+        kernels.append(Kernel("void check_only(float *)", clock, clock + 9000, correlation=99, graph_node=99))
+        return Trace(kernels=kernels).write(path)
+
+    stock, variant = trace(tmp_path / "s.sqlite", mmvq, 11000), trace(tmp_path / "v.sqlite", stream, 12200)
+    out = tmp_path / "node-profile-6144x4096-fusion-5+fusion-5-thing.json"
+    done = CliRunner().invoke(main, ["profile", "--from", str(stock), "--against", str(variant), "--json", str(out)])
+    assert done.exit_code == 0, done.output
+    _node_race(tmp_path / "node-race-6144x4096-stock.json", 12.67)
+    _node_race(tmp_path / "node-race-6144x4096-fusion-5+fusion-5-thing.json", 13.86)
+    report = render_session(tmp_path)
+    section = report[report.index("## Race nodes under Nsight Systems") :]
+    assert "### 6144x4096: stock against `fusion-5+fusion-5-thing`" in section
+    assert "Node time in the traced race: stock 12.67 µs, variant 13.86 µs." in section
+    assert "| `fusekit_q8::q8_gemv_stream_mmvq_kernel` | — | — | 12 | 12.20 |" in section
+    assert "| `mul_mat_vec_q` | 12 | 11.00 | — | — |" in section
+    assert "| `quantize_q8_1` | 12 | 1.00 | 12 | 1.00 |" in section
+    assert "check_only" not in section
