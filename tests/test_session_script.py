@@ -554,6 +554,15 @@ def test_kernels_step_stops_a_program_that_hangs_and_skips_ncu_on_request(tmp_pa
     assert "chunked_gdn_check" in record.read_text()
 
 
+def _experiment_and_sabotage(folder: Path) -> tuple[Path, Path]:
+    """A fusion-5 experiment patch and a sabotage patch (both a one-line README change) in ``folder``."""
+    diff = "--- a/README.md\n+++ b/README.md\n@@ -1 +1 @@\n-a\n+b\n"
+    experiment, sabotage = folder / "fusion-5-thing.patch", folder / "sabotage-thing.patch"
+    experiment.write_text(diff)
+    sabotage.write_text(diff)
+    return experiment, sabotage
+
+
 @pytest.mark.parametrize("sabotage_fails", [True, False], ids=["sabotage-caught", "sabotage-missed"])
 def test_race_mm_races_the_variants_against_stock_and_judges_the_sabotage_by_its_checks(
     tmp_path: Path, sabotage_fails: bool
@@ -563,10 +572,7 @@ def test_race_mm_races_the_variants_against_stock_and_judges_the_sabotage_by_its
     verdict comes from the result, so a bridge that did not run never counts as a caught sabotage."""
     home, batch, stub, record = tmp_path / "home", tmp_path / "b", tmp_path / "stub", tmp_path / "bridge-calls.txt"
     real = subprocess.run(["bash", "-c", "command -v python3"], capture_output=True, text=True).stdout.strip()
-    diff = "--- a/README.md\n+++ b/README.md\n@@ -1 +1 @@\n-a\n+b\n"
-    experiment, sabotage = tmp_path / "fusion-5-thing.patch", tmp_path / "sabotage-thing.patch"
-    experiment.write_text(diff)
-    sabotage.write_text(diff)
+    experiment, sabotage = _experiment_and_sabotage(tmp_path)
     labels = ["fusion-5", "fusion-5+fusion-5-thing", "fusion-5+fusion-5-thing+sabotage-thing"]
     for label in ["stock", *labels]:
         _fake_binary(home, label, "exit 0\n", tool="llama-bench")
@@ -626,10 +632,7 @@ def test_node_profile_traces_each_shapes_race_and_compares_the_kernels_with_stoc
     trace with stock's through fusekit profile (the real one here, on synthetic exports), one JSON per shape."""
     home, batch, stub, record = tmp_path / "home", tmp_path / "b", tmp_path / "stub", tmp_path / "bridge-calls.txt"
     real = subprocess.run(["bash", "-c", "command -v python3"], capture_output=True, text=True).stdout.strip()
-    diff = "--- a/README.md\n+++ b/README.md\n@@ -1 +1 @@\n-a\n+b\n"
-    experiment, sabotage = tmp_path / "fusion-5-thing.patch", tmp_path / "sabotage-thing.patch"
-    experiment.write_text(diff)
-    sabotage.write_text(diff)
+    experiment, sabotage = _experiment_and_sabotage(tmp_path)
     labels = ["fusion-5+fusion-5-thing", "fusion-5+fusion-5-thing+sabotage-thing"]
     for label in ["stock", *labels]:
         _fake_binary(home, label, "exit 0\n", tool="llama-bench")
