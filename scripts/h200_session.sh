@@ -485,7 +485,8 @@ PY
     # (MxK, comma separated) and stock and each measured variant without a sabotage patch, the bridge's one-token
     # race of that shape alone (NODE_ROUNDS rounds) traced with nsys (results/node-race-SHAPE-NAME.json: the node
     # times), then `fusekit profile --from stock --against VARIANT` on the two traces
-    # (results/node-profile-SHAPE-NAME.json): each kernel's own time (the product, the quantize) beside the node's
+    # (results/node-profile-SHAPE-NAME.json): each kernel's own time (the product, the quantize) beside the node's;
+    # the exports as results/node-traces/*.sqlite.xz
     use_fusekit
     smi node-profile
     nsys=$(python3 -c 'from evals.profile.runner import find_nsys; print(find_nsys(None) or "")')
@@ -499,8 +500,10 @@ PY
         if [[ $spec == stock ]]; then
           name=stock label=stock file="node-$shape-stock"
         else
+          # the label fitted, not the whole name: a hashed name must keep its node- prefix (session 49's long stack
+          # label lost it, and the variant's race JSON was overwritten by its profile)
           name=$(spec_name "$spec") label=$(spec_label "$spec")
-          file=$(fit_name "node-$shape-$label" 200)
+          file="node-$shape-$(fit_name "$label" 160)"
         fi
         python3 -c 'import sys; from pathlib import Path; from evals.profile import runner
 print(runner.trace(Path(sys.argv[1]), Path(sys.argv[2]), sys.argv[3:]))' "$nsys" "$B/traces/$file" \
@@ -508,6 +511,11 @@ print(runner.trace(Path(sys.argv[1]), Path(sys.argv[2]), sys.argv[3:]))' "$nsys"
           --types q8_0 --shapes "$shape" --tokens 1 --check-tokens 1 --rounds "${NODE_ROUNDS:-3}" \
           --out "$B/results/${file/node-/node-race-}.json" >>"$B/logs/node-profile.log" 2>&1 \
           || echo "node-profile: $file did not trace (logs/node-profile.log)"
+        # the export itself, xz-packed, comes back too (fusekit profile --from reads it): every launch's start and
+        # end, for questions the summary does not answer (session 49: the stream kernel's spread by weight copy)
+        if [[ -f "$B/traces/$file.sqlite" ]]; then
+          mkdir -p "$B/results/node-traces" && xz -T0 -c "$B/traces/$file.sqlite" >"$B/results/node-traces/$file.sqlite.xz"
+        fi
         if [[ $spec != stock && -f "$B/traces/$file.sqlite" && -f "$B/traces/node-$shape-stock.sqlite" ]]; then
           fusekit profile --from "$B/traces/node-$shape-stock.sqlite" --against "$B/traces/$file.sqlite" \
             --json "$B/results/${file/node-/node-profile-}.json" 2>&1 | tee -a "$B/logs/node-profile.log" | tail -n 12 \

@@ -3,7 +3,9 @@ stand-in test-backend-ops (the real one needs CUDA)."""
 
 from __future__ import annotations
 
+import hashlib
 import json
+import lzma
 import os
 import re
 import subprocess
@@ -554,10 +556,10 @@ def test_kernels_step_stops_a_program_that_hangs_and_skips_ncu_on_request(tmp_pa
     assert "chunked_gdn_check" in record.read_text()
 
 
-def _experiment_and_sabotage(folder: Path) -> tuple[Path, Path]:
-    """A fusion-5 experiment patch and a sabotage patch (both a one-line README change) in ``folder``."""
+def _experiment_and_sabotage(folder: Path, name: str = "fusion-5-thing") -> tuple[Path, Path]:
+    """A fusion-5 experiment patch ``name`` and a sabotage patch (both a one-line README change) in ``folder``."""
     diff = "--- a/README.md\n+++ b/README.md\n@@ -1 +1 @@\n-a\n+b\n"
-    experiment, sabotage = folder / "fusion-5-thing.patch", folder / "sabotage-thing.patch"
+    experiment, sabotage = folder / f"{name}.patch", folder / "sabotage-thing.patch"
     experiment.write_text(diff)
     sabotage.write_text(diff)
     return experiment, sabotage
@@ -626,14 +628,25 @@ def test_race_mm_races_the_variants_against_stock_and_judges_the_sabotage_by_its
     assert "NO RESULT: the bridge did not run" in (batch / "results" / "checks.txt").read_text()
 
 
-def test_node_profile_traces_each_shapes_race_and_compares_the_kernels_with_stock(tmp_path: Path) -> None:
+def _fitted(label: str, most: int) -> str:
+    """host_env.sh's fit_name: the label, or past ``most`` bytes a hash of it and its last 60 bytes."""
+    if len(label) <= most:
+        return label
+    return f"{hashlib.sha256(label.encode()).hexdigest()[:12]}-{label[-60:]}"
+
+
+@pytest.mark.parametrize("patch", ["fusion-5-thing", "fusion-5-" + "long-" * 40 + "thing"], ids=["short", "long"])
+def test_node_profile_traces_each_shapes_race_and_compares_the_kernels_with_stock(tmp_path: Path, patch: str) -> None:
     """Session 48: on 6144 x 4096 the stream kernel's race node took 1.7 us more than the kernel alone. node-profile
     races each NODE_SHAPES shape alone for stock and each unsabotaged variant under nsys, then compares each variant's
-    trace with stock's through fusekit profile (the real one here, on synthetic exports), one JSON per shape."""
+    trace with stock's through fusekit profile (the real one here, on synthetic exports), one JSON per shape. A long
+    stack label is fitted on its own (session 49: the whole name fitted lost its node- prefix, so the variant's race
+    JSON and its profile took one path and the race was overwritten)."""
     home, batch, stub, record = tmp_path / "home", tmp_path / "b", tmp_path / "stub", tmp_path / "bridge-calls.txt"
     real = subprocess.run(["bash", "-c", "command -v python3"], capture_output=True, text=True).stdout.strip()
-    experiment, sabotage = _experiment_and_sabotage(tmp_path)
-    labels = ["fusion-5+fusion-5-thing", "fusion-5+fusion-5-thing+sabotage-thing"]
+    experiment, sabotage = _experiment_and_sabotage(tmp_path, patch)
+    variant = f"fusion-5+{patch}"
+    labels = [variant, f"{variant}+sabotage-thing"]
     for label in ["stock", *labels]:
         _fake_binary(home, label, "exit 0\n", tool="llama-bench")
     _stub_bin(  # the bridge: records its arguments and writes its --out file
@@ -666,16 +679,23 @@ def test_node_profile_traces_each_shapes_race_and_compares_the_kernels_with_stoc
     assert len(calls) == 4 and not [c for c in calls if "sabotage" in c]
     trees = home / "trees"
     assert calls[0].startswith(f"-m ggml_bridge mulmat --lib-dir stock={trees}/stock/build-cuda-sm90/bin ")
-    assert f"--lib-dir fusion-5+fusion-5-thing={trees}/fusion-5+fusion-5-thing/build-cuda-sm90/bin" in calls[1]
+    assert f"--lib-dir {variant}={trees}/{variant}/build-cuda-sm90/bin" in calls[1]
     assert "--shapes 6144x4096 --tokens 1 --check-tokens 1 --rounds 3" in calls[1]
     assert "--shapes 4096x4096" in calls[3]
-    results = batch / "results"
+    results, fitted = batch / "results", _fitted(variant, 160)
     assert (results / "node-race-6144x4096-stock.json").is_file()
     for shape in ("6144x4096", "4096x4096"):
-        compared = json.loads((results / f"node-profile-{shape}-fusion-5+fusion-5-thing.json").read_text())
+        assert json.loads((results / f"node-race-{shape}-{fitted}.json").read_text()) == {}  # the bridge's own
+        compared = json.loads((results / f"node-profile-{shape}-{fitted}.json").read_text())
         assert compared["payload"]["comparison"] is not None, compared
         traced = [Path(t["path"]).name for t in compared["inputs"]["traces"]]
-        assert traced == [f"node-{shape}-stock.sqlite", f"node-{shape}-fusion-5+fusion-5-thing.sqlite"]
+        assert traced == [f"node-{shape}-stock.sqlite", f"node-{shape}-{fitted}.sqlite"]
+    kinds = sorted(p.name[:10] for p in results.glob("*.json"))
+    assert kinds == ["builds.jso"] + ["node-profi"] * 2 + ["node-race-"] * 4
+    packed = sorted(p.name for p in (results / "node-traces").iterdir())
+    assert packed == sorted(f"node-{s}-{n}.sqlite.xz" for s in ("6144x4096", "4096x4096") for n in ("stock", fitted))
+    for path in (results / "node-traces").iterdir():  # each the export itself, as fusekit profile reads it
+        assert lzma.decompress(path.read_bytes()) == (batch / "traces" / path.name.removesuffix(".xz")).read_bytes()
     assert not list(results.glob("node-profile-*stock.json")) and not list(results.glob("*sabotage*"))
 
 

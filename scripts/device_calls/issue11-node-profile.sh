@@ -9,6 +9,8 @@
 # kernel's own median is 12.0-12.5 us (its standalone time), so 1.2-1.8 us of the node lie outside it (a gap after
 # the quantize that stock's node does not have); on 4096 x 4096 kernel and node differ by at most 0.5 us. Any card;
 # about 8 minutes with the machine's start. Carry [".bundle"]; then scripts/device_calls/poll.sh until SESSION DONE.
+# STEPS overrides the steps (session 49: "node-profile smoke eval" adds the 35B eval of the stack against stock after
+# the traces, with ROUNDS and PROMPTS from the environment).
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/../.."
 export PATH=/usr/local/cuda/bin:$PATH
@@ -17,7 +19,7 @@ ZY=$E/fusion-5-stream-zy-y-registers.patch M=$E/fusion-5-stream-zzz-medium-table
 F=$E/fusion-5-stream-zzzz-mmvq-short-tables.patch
 nvidia-smi --query-gpu=name --format=csv,noheader | head -n 1 > "$OUT/card.txt"
 export FOCUS="4" KERNEL_PROGRAMS=none FLA_REFERENCE=0 EVAL_FUSIONS=" " GPU1_STEPS=" "
-export VARIANTS="$L1+$ZY+$M+$F" GPU0_STEPS="node-profile" NODE_SHAPES="${NODE_SHAPES:-6144x4096,4096x4096,4096x14336}"
+export VARIANTS="$L1+$ZY+$M+$F" GPU0_STEPS="${STEPS:-node-profile}" NODE_SHAPES="${NODE_SHAPES:-6144x4096,4096x4096,4096x14336}"
 bash scripts/h200_session.sh /tmp/b run > /tmp/run.log 2>&1
 bash scripts/h200_session.sh /tmp/b poll $((555 - SECONDS))
 bash scripts/h200_session.sh /tmp/b pack "$OUT"
