@@ -223,16 +223,18 @@ def test_node_profiles_table_each_kernels_median_beside_the_node_time(tmp_path: 
         "void fusekit_q8::q8_gemv_stream_mmvq_kernel<3>(fusekit_q8::Problem)",
     )
 
-    def trace(path: Path, product: str, product_ns: int) -> Path:
+    def trace(path: Path, product: str, product_ns: int, early_ns: int) -> Path:
+        """12 quantize + product pairs; the product starts ``early_ns`` before its quantize ends (PDL)."""
         kernels, clock = [], 0
         for i in range(12):
-            for name, ns in ((quantize, 1000), (product, product_ns)):
-                kernels.append(Kernel(name, clock, clock + ns, correlation=len(kernels) + 1, graph_node=i))
-                clock += ns + 500
+            kernels.append(Kernel(quantize, clock, clock + 1000, correlation=len(kernels) + 1, graph_node=i))
+            start = clock + 1000 - early_ns
+            kernels.append(Kernel(product, start, start + product_ns, correlation=len(kernels) + 1, graph_node=i))
+            clock = start + product_ns + 500
         kernels.append(Kernel("void check_only(float *)", clock, clock + 9000, correlation=99, graph_node=99))
         return Trace(kernels=kernels).write(path)
 
-    stock, variant = trace(tmp_path / "s.sqlite", mmvq, 11000), trace(tmp_path / "v.sqlite", stream, 12200)
+    stock, variant = trace(tmp_path / "s.sqlite", mmvq, 12100, 800), trace(tmp_path / "v.sqlite", stream, 12200, 0)
     out = tmp_path / "node-profile-6144x4096-fusion-5+fusion-5-thing.json"
     done = CliRunner().invoke(main, ["profile", "--from", str(stock), "--against", str(variant), "--json", str(out)])
     assert done.exit_code == 0, done.output
@@ -242,7 +244,8 @@ def test_node_profiles_table_each_kernels_median_beside_the_node_time(tmp_path: 
     section = report[report.index("## Race nodes under Nsight Systems") :]
     assert "### 6144x4096: stock against `fusion-5+fusion-5-thing`" in section
     assert "Node time in the traced race: stock 12.67 µs, variant 13.86 µs." in section
-    assert "| `fusekit_q8::q8_gemv_stream_mmvq_kernel` | — | — | 12 | 12.20 |" in section
-    assert "| `mul_mat_vec_q` | 12 | 11.00 | — | — |" in section
-    assert "| `quantize_q8_1` | 12 | 1.00 | 12 | 1.00 |" in section
+    # stock's product waits 0.8 us for its quantize inside its duration: 12.10 traced, 11.30 its own
+    assert "| `fusekit_q8::q8_gemv_stream_mmvq_kernel` | — | — | — | 12 | 12.20 | 12.20 |" in section
+    assert "| `mul_mat_vec_q` | 12 | 12.10 | 11.30 | — | — | — |" in section
+    assert "| `quantize_q8_1` | 12 | 1.00 | 1.00 | 12 | 1.00 | 1.00 |" in section
     assert "check_only" not in section
