@@ -10,6 +10,10 @@
 # then scripts/device_calls/poll.sh until SESSION DONE. SHORT=1: the race of L1 + ZY, M and F at one token only, no
 # checks or eval (about 500 s with the machine's start). STEPS overrides the full call's steps ("smoke race-mm eval"
 # drops test-backend-ops, about 5 minutes).
+# LEAN=1 (session 49: the full call needs about 22 minutes of device time, and sessions 48 and 49 lost 690-1,040 s of
+# their 1,800 to starts that got no machine): stock, ZY, F and F's sabotage only (F holds M), the 35B eval of ZY and F
+# side by side (do M + F cost decode time?), test-backend-ops with the sabotage, the race at 1 token (RACE_TOKENS);
+# on an H200 the race first (#11's first race there), elsewhere the eval first. About 16 minutes with the start.
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/../.."
 export PATH=/usr/local/cuda/bin:$PATH
@@ -19,7 +23,14 @@ F=$E/fusion-5-stream-zzzz-mmvq-short-tables.patch
 S=$PWD/tests/patches/sabotage-q8-stock-order.patch
 nvidia-smi --query-gpu=name --format=csv,noheader | head -n 1 > "$OUT/card.txt"
 export FOCUS="4" KERNEL_PROGRAMS=none FLA_REFERENCE=0 EVAL_FUSIONS=" " GPU1_STEPS=" "
-if [[ "${SHORT:-0}" == 1 ]]; then
+card=$(cat "$OUT/card.txt")
+if [[ "${LEAN:-0}" == 1 ]]; then
+  export VARIANTS="$L1+$ZY $L1+$ZY+$M+$F $L1+$ZY+$M+$F+$S" EVAL_VARIANTS="$L1+$ZY $L1+$ZY+$M+$F"
+  export ROUNDS=3 PROMPTS=512 RACE_TOKENS="${RACE_TOKENS:-1}" CHECK_BASE_OPS="MUL_MAT_VEC_FUSION"
+  if [[ $card == *H200* ]]; then order="smoke race-mm eval check-mm"; else order="smoke eval check-mm race-mm"; fi
+  export GPU0_STEPS="${STEPS:-$order}"
+  bash scripts/h200_session.sh /tmp/b run > /tmp/run.log 2>&1
+elif [[ "${SHORT:-0}" == 1 ]]; then
   export VARIANTS="$L1+$ZY $L1+$ZY+$M $L1+$ZY+$M+$F" RACE_TOKENS=1 GPU0_STEPS="race-mm"
   bash scripts/h200_session.sh /tmp/b run > /tmp/run.log 2>&1
 else
