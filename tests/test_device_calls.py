@@ -4,6 +4,7 @@ exist, or its first call on a fresh machine would lose the build time."""
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import shutil
@@ -49,8 +50,9 @@ HAND_OVER = re.compile(r"exec bash \"?scripts/device_calls/([\w.-]+\.sh)")
 
 
 def test_the_standalone_calls_are_the_ones_without_a_session() -> None:
-    """A call that builds nothing (standalone.sh: the standalone kernel programs only) runs without h200_session.sh;
-    issue10-chain-regs.sh (session 39's runs) is standalone.sh for one program. A call may hand over to another
+    """A call that builds nothing (standalone.sh: the standalone kernel programs only; issue11-floor-trace.sh: the
+    stream check's timing program under nsys) runs without h200_session.sh; issue10-chain-regs.sh (session 39's runs)
+    is standalone.sh for one program. A call may hand over to another
     (first-by-card.sh by the card, issue8-within-fixed.sh to the memcheck call with one more step): what it hands over
     to starts a session. Every other first call starts a session."""
     session_names = {p.name for p in SESSION_CALLS}
@@ -63,7 +65,7 @@ def test_the_standalone_calls_are_the_ones_without_a_session() -> None:
     assert handing == expected
     assert all(target in session_names for targets in handing.values() for target in targets)
     standalone = {p.name for p in FIRST_CALLS} - session_names - set(handing)
-    assert standalone == {"issue10-chain-regs.sh", "standalone.sh"}
+    assert standalone == {"issue10-chain-regs.sh", "issue11-floor-trace.sh", "standalone.sh"}
     calls = REPO / "scripts" / "device_calls"
     assert "PROGRAMS=chunked_gdn exec bash" in (calls / "issue10-chain-regs.sh").read_text()
 
@@ -201,3 +203,51 @@ def test_the_lean_medium_tables_call_builds_zy_and_f_and_orders_its_steps_by_car
     assert names == [zy, zy + f, [*zy, *f, "sabotage-q8-stock-order"]]
     assert evaluated.split() == variants.split()[:2]
     assert [line.split("|")[0] for line in rest] == ["poll", "pack"]
+
+
+def test_the_floor_trace_call_profiles_each_shape_of_the_timing_program(tmp_path: Path) -> None:
+    """issue11-floor-trace.sh (session 49): the timing program once per shape under nsys, each export profiled by
+    fusekit profile (the real one, on a synthetic export) and packed as .sqlite.xz beside the program's own JSON, all in
+    one batch-*.tgz under OUT; a shape whose run leaves no trace is named and the others go on."""
+    stub, out, batch = tmp_path / "bin", tmp_path / "out", tmp_path / "batch"
+    out.mkdir()
+    real = shutil.which("python3")
+    synth = f"import sys; sys.path.insert(0, {str(REPO)!r}); from pathlib import Path; from tests.nsys_synth import "
+    synth += "LLAMA_KERNELS, decode_trace; decode_trace(list(LLAMA_KERNELS[:2]), 4).write(Path(sys.argv[1]))"
+    _stub(stub, "nvidia-smi", 'echo "NVIDIA H100 80GB HBM3"\n')
+    fake = tmp_path / "timing"  # the "timing program": writes its --json file, fails for the shape 1x1
+    fake.write_text('#!/usr/bin/env bash\n[[ $2 == 1x1 ]] && exit 1\necho "{}" >"$6"\n')
+    fake.chmod(0o755)
+    _stub(
+        stub,
+        "nvcc",
+        f'out=""; prev=""; for a in "$@"; do [[ $prev == -o ]] && out=$a; prev=$a; done\ncp "{fake}" "$out"\n',
+    )
+    _stub(  # nsys: profile runs the command (no report when it fails), export writes a synthetic SQLite export
+        stub,
+        "nsys",
+        'if [[ $1 == profile ]]; then base=$7; shift 7; "$@" || exit 1; : >"$base.nsys-rep"; exit 0; fi\n'
+        f'if [[ $1 == export ]]; then exec "{real}" -c "{synth}" "$6"; fi\nexit 1\n',
+    )
+    env = {
+        **os.environ,
+        "OUT": str(out),
+        "FLOOR_BATCH": str(batch),
+        "FLOOR_SETUP": "0",
+        "FUSEKIT_HOME": str(tmp_path / "home"),
+        "SHAPES": "6144x4096 1x1 4096x4096",
+        "PATH": f"{stub}:{os.environ['PATH']}",
+    }
+    script = REPO / "scripts" / "device_calls" / "issue11-floor-trace.sh"
+    done = subprocess.run(["bash", str(script)], capture_output=True, text=True, env=env, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert "floor-trace: 1x1 did not trace" in done.stdout
+    (packed,) = out.glob("batch-*.tgz")
+    with tarfile.open(packed) as tar:
+        names = {Path(n).name for n in tar.getnames()}
+    for shape in ("6144x4096", "4096x4096"):
+        assert {f"floor-timing-{shape}.json", f"floor-profile-{shape}.json", f"floor-{shape}.sqlite.xz"} <= names
+        profile = json.loads((batch / "results" / f"floor-profile-{shape}.json").read_text())
+        assert profile["payload"]["profiles"][0]["kernels"], profile
+    assert not [n for n in names if "1x1" in n or n.endswith(".sqlite")]
+    assert (out / "card.txt").read_text().strip() == "NVIDIA H100 80GB HBM3"
