@@ -19,7 +19,7 @@ BIG=$MODELS/qwen3.6-35b-a3b.gguf
 TINY=$MODELS/qwen35moe-tiny.gguf
 mkdir -p "$B/results" "$B/logs"
 # shellcheck source=host_env.sh
-source "$REPO/scripts/host_env.sh"  # use_fusekit, fusekit
+source "$REPO/scripts/host_env.sh"  # use_fusekit, fusekit, nsys_trace
 stock_bin() { ls -d "$FUSEKIT_HOME"/trees/stock/build-cuda*/bin | head -n 1; }
 smi() { nvidia-smi --query-gpu=clocks.sm,clocks.mem,temperature.gpu,power.draw --format=csv,noheader >>"$B/results/clocks-$1.csv" 2>&1 || true; }
 
@@ -60,15 +60,8 @@ case "$STEP" in
       --csv "$B/results/profile-decode16-stock.csv" 2>&1 | tail -n 30
     GGML_CUDA_DISABLE_FUSION=1 fusekit profile --model "$BIG" --decode 16 --out "$B/traces/decode-nofusion" \
       --json "$B/results/profile-decode16-nofusion.json" 2>&1 | tail -n 5
-    NSYS=$(python3 -c 'from evals.profile.runner import find_nsys; print(find_nsys(None))')
-    python3 - "$NSYS" "$(stock_bin)" "$BIG" "$B/traces/prompt" <<'PY'
-import sys
-from pathlib import Path
-from evals.profile import runner
-nsys, bin_dir, model, out = sys.argv[1:]
-argv = [f"{bin_dir}/llama-bench", "-m", model, "-p", "4096", "-n", "0", "-r", "1", "-ngl", "99", "--no-warmup"]
-print(runner.trace(Path(nsys), Path(out) / "stock-prompt4096", argv))
-PY
+    nsys_trace "$B/traces/prompt/stock-prompt4096" "$(stock_bin)/llama-bench" -m "$BIG" -p 4096 -n 0 -r 1 -ngl 99 \
+      --no-warmup
     fusekit profile --from "$B/traces/prompt/stock-prompt4096.sqlite" --json "$B/results/profile-prompt4096-stock.json" \
       --csv "$B/results/profile-prompt4096-stock.csv" 2>&1 | tail -n 25
     fusekit profile --from "$B/traces/decode/stock.sqlite" --against "$B/traces/decode-nofusion/stock.sqlite" \
@@ -85,15 +78,10 @@ PY
     use_fusekit
     mkdir -p "$B/traces35"
     for arm in stock nofusion; do
-      env=(); [ "$arm" = nofusion ] && env=(GGML_CUDA_DISABLE_FUSION=1)
-      env "${env[@]}" python3 - "$(stock_bin)" "$BIG" "$B/traces35/$arm-decode16" <<'PY'
-import sys
-from pathlib import Path
-from evals.profile import runner
-bin_dir, model, base = sys.argv[1:]
-argv = [f"{bin_dir}/llama-bench", "-m", model, "-p", "0", "-n", "16", "-r", "1", "-ngl", "99", "--no-warmup"]
-print(runner.trace(runner.find_nsys(None), Path(base), argv))
-PY
+      (  # GGML_CUDA_DISABLE_FUSION=1 in the nofusion arm's subshell only
+        if [ "$arm" = nofusion ]; then export GGML_CUDA_DISABLE_FUSION=1; fi
+        nsys_trace "$B/traces35/$arm-decode16" "$(stock_bin)/llama-bench" -m "$BIG" -p 0 -n 16 -r 1 -ngl 99 --no-warmup
+      )
       gzip -6 -c "$B/traces35/$arm-decode16.sqlite" > "$B/traces35/$arm-decode16.sqlite.gz"
     done
     ls -l "$B"/traces35/*.gz

@@ -489,8 +489,7 @@ PY
     # the exports as results/node-traces/*.sqlite.xz
     use_fusekit
     smi node-profile
-    nsys=$(python3 -c 'from evals.profile.runner import find_nsys; print(find_nsys(None) or "")')
-    if [[ -z $nsys ]]; then echo "node-profile: no nsys on this host" | tee "$B/logs/node-profile.log"; exit 0; fi
+    if [[ -z $(nsys_path) ]]; then echo "node-profile: no nsys on this host" | tee "$B/logs/node-profile.log"; exit 0; fi
     specs=()
     for spec in $(ok_variants $(measured "$STACK" "$STACK_EXP")); do
       if [[ $spec != *@* ]] && ! sabotaged "$spec"; then specs+=("$spec"); fi
@@ -505,9 +504,7 @@ PY
           name=$(spec_name "$spec") label=$(spec_label "$spec")
           file="node-$shape-$(fit_name "$label" 160)"
         fi
-        python3 -c 'import sys; from pathlib import Path; from evals.profile import runner
-print(runner.trace(Path(sys.argv[1]), Path(sys.argv[2]), sys.argv[3:]))' "$nsys" "$B/traces/$file" \
-          python3 -m ggml_bridge mulmat --lib-dir "$name=$(bin_of "$label")" --backend CUDA0 \
+        nsys_trace "$B/traces/$file" python3 -m ggml_bridge mulmat --lib-dir "$name=$(bin_of "$label")" --backend CUDA0 \
           --types q8_0 --shapes "$shape" --tokens 1 --check-tokens 1 --rounds "${NODE_ROUNDS:-3}" \
           --out "$B/results/${file/node-/node-race-}.json" >>"$B/logs/node-profile.log" 2>&1 \
           || echo "node-profile: $file did not trace (logs/node-profile.log)"

@@ -27,6 +27,16 @@ use_fusekit() {
 
 fusekit() { python3 -c 'import sys; from fusekit.cli import main; sys.argv[0] = "fusekit"; main()' "$@"; }
 
+nsys_path() {  # the nsys that fusekit profile would use, empty where there is none
+  python3 -c 'from evals.profile.runner import find_nsys; print(find_nsys(None) or "")'
+}
+
+nsys_trace() {  # nsys_trace BASE COMMAND...: COMMAND recorded as fusekit profile records (evals.profile.runner.trace)
+  # and exported to BASE.sqlite; fails where nothing was traced
+  python3 -c 'import sys; from pathlib import Path; from evals.profile import runner
+print(runner.trace(runner.find_nsys(None), Path(sys.argv[1]), sys.argv[2:]))' "$@"
+}
+
 # Session helpers of the h200_*.sh scripts; they need B (the batch folder).
 bin_of() { ls -d "$FUSEKIT_HOME"/trees/"$1"/build-"${BACKEND:-cuda}"*/bin | head -n 1; }  # a variant's build bin/
 

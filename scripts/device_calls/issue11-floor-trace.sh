@@ -23,20 +23,17 @@ nvidia-smi --query-gpu=name --format=csv,noheader | head -n 1 >"$OUT/card.txt"
 if [[ ${FLOOR_SETUP:-1} == 1 ]]; then  # the wheels, nsys' importer libraries, the pin
   bash scripts/gpu_batch.sh "$B" setup >"$B/logs/setup.out" 2>&1
 fi
-source scripts/host_env.sh  # use_fusekit, smi, session_pack
+source scripts/host_env.sh  # use_fusekit, smi, nsys_path, nsys_trace, session_pack
 use_fusekit
 smi start
 bash scripts/stock_order_header.sh "$B/work" >"$B/results/header.txt"
 nvcc -O3 -std=c++17 -use_fast_math -arch=sm_90 -I"$B/work/ggml/src/ggml-cuda" -I"$REPO/kernels" -o "$B/bin/timing" \
   tests/cpp/q8_stock_order_timing.cu >"$B/logs/compile.log" 2>&1
 smi compiled
-nsys=$(python3 -c 'from evals.profile.runner import find_nsys; print(find_nsys(None) or "")')
-[[ -n $nsys ]] || { echo "floor-trace: no nsys on this host" | tee "$B/logs/floor-trace.log"; session_pack "$OUT"; exit 0; }
+[[ -n $(nsys_path) ]] || { echo "floor-trace: no nsys on this host" | tee "$B/logs/floor-trace.log"; session_pack "$OUT"; exit 0; }
 for shape in ${SHAPES:-6144x4096 4096x4096 4096x14336 8192x2048}; do
   base="$B/traces/floor-$shape"
-  python3 -c 'import sys; from pathlib import Path; from evals.profile import runner
-print(runner.trace(Path(sys.argv[1]), Path(sys.argv[2]), sys.argv[3:]))' "$nsys" "$base" \
-    "$B/bin/timing" --only "$shape" --rounds 3 --json "$B/results/floor-timing-$shape.json" \
+  nsys_trace "$base" "$B/bin/timing" --only "$shape" --rounds 3 --json "$B/results/floor-timing-$shape.json" \
     >>"$B/logs/floor-trace.log" 2>&1 || echo "floor-trace: $shape did not trace (logs/floor-trace.log)"
   if [[ -f "$base.sqlite" ]]; then
     fusekit profile --from "$base.sqlite" --json "$B/results/floor-profile-$shape.json" >>"$B/logs/floor-trace.log" 2>&1 \
