@@ -23,10 +23,11 @@ F=$E/fusion-5-stream-zzzz-mmvq-short-tables.patch
 S=$PWD/tests/patches/sabotage-q8-stock-order.patch
 nvidia-smi --query-gpu=name --format=csv,noheader | head -n 1 > "$OUT/card.txt"
 export FOCUS="4" KERNEL_PROGRAMS=none FLA_REFERENCE=0 EVAL_FUSIONS=" " GPU1_STEPS=" "
+export ROUNDS=3 PROMPTS=512 CHECK_BASE_OPS="MUL_MAT_VEC_FUSION"  # the eval's and check-mm's (SHORT runs neither)
 card=$(cat "$OUT/card.txt")
 if [[ "${LEAN:-0}" == 1 ]]; then
   export VARIANTS="$L1+$ZY $L1+$ZY+$M+$F $L1+$ZY+$M+$F+$S" EVAL_VARIANTS="$L1+$ZY $L1+$ZY+$M+$F"
-  export ROUNDS=3 PROMPTS=512 RACE_TOKENS="${RACE_TOKENS:-1}" CHECK_BASE_OPS="MUL_MAT_VEC_FUSION"
+  export RACE_TOKENS="${RACE_TOKENS:-1}"
   if [[ $card == *H200* ]]; then order="smoke race-mm eval check-mm"; else order="smoke eval check-mm race-mm"; fi
   export GPU0_STEPS="${STEPS:-$order}"
   bash scripts/h200_session.sh /tmp/b run > /tmp/run.log 2>&1
@@ -35,8 +36,7 @@ elif [[ "${SHORT:-0}" == 1 ]]; then
   bash scripts/h200_session.sh /tmp/b run > /tmp/run.log 2>&1
 else
   export VARIANTS="$L1+$ZY $L1+$ZY+$M $L1+$ZY+$M+$F $L1+$ZY+$M+$F+$S" EVAL_VARIANTS="$L1+$ZY $L1+$ZY+$M $L1+$ZY+$M+$F"
-  export ROUNDS=3 PROMPTS=512
-  export CHECK_BASE_OPS="MUL_MAT_VEC_FUSION" GPU0_STEPS="${STEPS:-smoke race-mm check-mm eval}"
+  export GPU0_STEPS="${STEPS:-smoke race-mm check-mm eval}"
   bash scripts/h200_session.sh /tmp/b run > /tmp/run.log 2>&1
   RUN_TIMEOUT=150 NCU_SHAPES="v100 attn qkv 12288x2560" ROUNDS=9 \
     bash scripts/stock_order_gpu_check.sh /tmp/stream > /tmp/stream-check.out 2>&1 || true
