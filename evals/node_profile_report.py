@@ -1,6 +1,7 @@
 """The session step node-profile's results as Markdown: for each shape, the bridge's one-token race of it alone for
 stock and a variant, traced with Nsight Systems (``node-race-SHAPE-NAME.json``, bench-mulmat results) and compared by
-``fusekit profile`` (``node-profile-SHAPE-LABEL.json``): each kernel's own median time beside the race's node time.
+``fusekit profile`` (``node-profile-SHAPE-LABEL.json``): each kernel's median and exclusive time beside the race's node
+time.
 Session 48 asked it of 6144 x 4096, where the stream kernel's node took 1.7 µs more than the kernel alone."""
 
 from __future__ import annotations

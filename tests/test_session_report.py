@@ -213,9 +213,9 @@ def _node_race(path: Path, us: float) -> None:
 
 
 def test_node_profiles_table_each_kernels_median_beside_the_node_time(tmp_path: Path) -> None:
-    """The node-profile step's files: per shape, the busiest kernels' launches and median µs for stock and the
-    variant (kernels of the bridge's checks, under 10 launches, left out) and both node times; a folder without them
-    gets no such section."""
+    """The node-profile step's files: per shape, the busiest kernels' launches, median and exclusive µs for stock and
+    the variant (kernels of the bridge's checks, under 10 launches, left out) and both node times; a folder without
+    them gets no such section."""
     assert "Race nodes under Nsight Systems" not in render_session(tmp_path)
     mmvq, quantize, stream = (
         "void mul_mat_vec_q<(ggml_type)8, 1, false>(const void *)",
