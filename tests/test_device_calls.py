@@ -166,12 +166,14 @@ def test_slim_tree_takes_results_out_of_the_index_and_puts_it_back(tmp_path: Pat
     [("NVIDIA H200", "smoke race-mm eval check-mm"), ("NVIDIA H100 80GB HBM3", "smoke eval check-mm race-mm")],
     ids=["h200", "h100"],
 )
+@pytest.mark.parametrize("sabotage", [True, False], ids=["with-sabotage", "sabotage-0"])
 def test_the_lean_medium_tables_call_builds_zy_and_f_and_orders_its_steps_by_card(
-    tmp_path: Path, card: str, order: str
+    tmp_path: Path, card: str, order: str, sabotage: bool
 ) -> None:
     """LEAN=1 (session 49): the full call needs about 22 minutes, more than sessions with failed starts keep. It builds
     ZY, F and F's sabotage (not M, which F holds), evaluates ZY beside F, and runs #11's race first on an H200 (never
-    raced there) and the eval first elsewhere; every step packs on the way, so what ran first is what a cut keeps."""
+    raced there) and the eval first elsewhere; every step packs on the way, so what ran first is what a cut keeps.
+    SABOTAGE=0 (session 50) drops the sabotage build and test-backend-ops, nothing else."""
     root, out, record = tmp_path / "repo", tmp_path / "out", tmp_path / "session.txt"
     (root / "scripts" / "device_calls").mkdir(parents=True)
     shutil.copy(REPO / "scripts" / "device_calls" / "issue11-medium-tables.sh", root / "scripts" / "device_calls")
@@ -184,6 +186,8 @@ def test_the_lean_medium_tables_call_builds_zy_and_f_and_orders_its_steps_by_car
     (stub / "nvidia-smi").chmod(0o755)
     out.mkdir()
     env = {**os.environ, "OUT": str(out), "LEAN": "1", "PATH": f"{stub}:{os.environ['PATH']}"}
+    if not sabotage:
+        env["SABOTAGE"] = "0"
     done = subprocess.run(
         ["bash", str(root / "scripts" / "device_calls" / "issue11-medium-tables.sh")],
         capture_output=True,
@@ -194,13 +198,13 @@ def test_the_lean_medium_tables_call_builds_zy_and_f_and_orders_its_steps_by_car
     assert done.returncode == 0, done.stderr
     run, *rest = record.read_text().splitlines()
     step, steps, variants, evaluated, tokens = run.split("|")
-    assert (step, steps, tokens) == ("run", order, "1")
+    assert (step, steps, tokens) == ("run", order if sabotage else order.replace(" check-mm", ""), "1")
     names = [[Path(part).stem for part in spec.split("+")[1:]] for spec in variants.split()]
     zy, f = (
         ["fusion-5-stream-zy-y-registers"],
         ["fusion-5-stream-zzz-medium-tables", "fusion-5-stream-zzzz-mmvq-short-tables"],
     )
-    assert names == [zy, zy + f, [*zy, *f, "sabotage-q8-stock-order"]]
+    assert names == [zy, zy + f, [*zy, *f, "sabotage-q8-stock-order"]][: 3 if sabotage else 2]
     assert evaluated.split() == variants.split()[:2]
     assert [line.split("|")[0] for line in rest] == ["poll", "pack"]
 

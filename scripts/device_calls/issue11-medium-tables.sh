@@ -14,6 +14,8 @@
 # their 1,800 to starts that got no machine): stock, ZY, F and F's sabotage only (F holds M), the 35B eval of ZY and F
 # side by side (do M + F cost decode time?), test-backend-ops with the sabotage, the race at 1 token (RACE_TOKENS);
 # on an H200 the race first (#11's first race there), elsewhere the eval first. About 16 minutes with the start.
+# LEAN=1 SABOTAGE=0 (session 50, 959 s left after failed starts): the same without F's sabotage build and
+# test-backend-ops, about 12 minutes with the start (stock's build 267 s, each stack about 70 s through ccache).
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/../.."
 export PATH=/usr/local/cuda/bin:$PATH
@@ -23,12 +25,15 @@ F=$E/fusion-5-stream-zzzz-mmvq-short-tables.patch
 S=$PWD/tests/patches/sabotage-q8-stock-order.patch
 nvidia-smi --query-gpu=name --format=csv,noheader | head -n 1 > "$OUT/card.txt"
 export FOCUS="4" KERNEL_PROGRAMS=none FLA_REFERENCE=0 EVAL_FUSIONS=" " GPU1_STEPS=" "
-export ROUNDS=3 PROMPTS=512 CHECK_BASE_OPS="MUL_MAT_VEC_FUSION"  # the eval's and check-mm's (SHORT runs neither)
+export ROUNDS=${ROUNDS:-3} PROMPTS=512 CHECK_BASE_OPS="MUL_MAT_VEC_FUSION"  # the eval's and check-mm's (SHORT runs neither)
 card=$(cat "$OUT/card.txt")
 if [[ "${LEAN:-0}" == 1 ]]; then
   export VARIANTS="$L1+$ZY $L1+$ZY+$M+$F $L1+$ZY+$M+$F+$S" EVAL_VARIANTS="$L1+$ZY $L1+$ZY+$M+$F"
   export RACE_TOKENS="${RACE_TOKENS:-1}"
   if [[ $card == *H200* ]]; then order="smoke race-mm eval check-mm"; else order="smoke eval check-mm race-mm"; fi
+  if [[ "${SABOTAGE:-1}" == 0 ]]; then  # no sabotage build, no test-backend-ops: about 260 s less
+    VARIANTS="$L1+$ZY $L1+$ZY+$M+$F" order=${order/ check-mm/}
+  fi
   export GPU0_STEPS="${STEPS:-$order}"
   bash scripts/h200_session.sh /tmp/b run > /tmp/run.log 2>&1
 elif [[ "${SHORT:-0}" == 1 ]]; then
