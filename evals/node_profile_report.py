@@ -11,7 +11,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-PROFILE_NAME = re.compile(r"node-profile-(\d+x\d+)-(.+)\.json")
+PROFILE_NAME = re.compile(r"node-profile-(\d+x\d+(?:_[A-Z][A-Z0-9_]*)?)-(.+)\.json")  # SHAPE[_SETTING]
 TOP_KERNELS = 6  # the kernels with the most time in either trace (the product, the quantize, the bridge's copies)
 MIN_LAUNCHES = 10  # a kernel launched fewer times ran in the bridge's checks, not in its timed graphs
 

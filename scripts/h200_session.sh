@@ -486,7 +486,10 @@ PY
     # race of that shape alone (NODE_ROUNDS rounds) traced with nsys (results/node-race-SHAPE-NAME.json: the node
     # times), then `fusekit profile --from stock --against VARIANT` on the two traces
     # (results/node-profile-SHAPE-NAME.json): each kernel's own time (the product, the quantize) beside the node's;
-    # the exports as results/node-traces/*.sqlite.xz
+    # the exports as results/node-traces/*.sqlite.xz. NODE_SETTINGS (session 50; default "default"): the whole step
+    # once per setting, each "default" or K=V[,K=V] run under that environment on both sides, stock included, its
+    # files keyed SHAPE_KV (GGML_CUDA_PDL=0 gives 6144x4096_GGML_CUDA_PDL0: the products without programmatic
+    # dependent launch)
     use_fusekit
     smi node-profile
     if [[ -z $(nsys_path) ]]; then echo "node-profile: no nsys on this host" | tee "$B/logs/node-profile.log"; exit 0; fi
@@ -494,30 +497,39 @@ PY
     for spec in $(ok_variants $(measured "$STACK" "$STACK_EXP")); do
       if [[ $spec != *@* ]] && ! sabotaged "$spec"; then specs+=("$spec"); fi
     done
-    for shape in ${NODE_SHAPES//,/ }; do
-      for spec in stock "${specs[@]}"; do
-        if [[ $spec == stock ]]; then
-          name=stock label=stock file="node-$shape-stock"
-        else
-          # the label fitted, not the whole name: a hashed name must keep its node- prefix (session 49's long stack
-          # label lost it, and the variant's race JSON was overwritten by its profile)
-          name=$(spec_name "$spec") label=$(spec_label "$spec")
-          file="node-$shape-$(fit_name "$label" 160)"
-        fi
-        nsys_trace "$B/traces/$file" python3 -m ggml_bridge mulmat --lib-dir "$name=$(bin_of "$label")" --backend CUDA0 \
-          --types q8_0 --shapes "$shape" --tokens 1 --check-tokens 1 --rounds "${NODE_ROUNDS:-3}" \
-          --out "$B/results/${file/node-/node-race-}.json" >>"$B/logs/node-profile.log" 2>&1 \
-          || echo "node-profile: $file did not trace (logs/node-profile.log)"
-        # the export itself, xz-packed, comes back too (fusekit profile --from reads it): every launch's start and
-        # end, for questions the summary does not answer (session 49: the stream kernel's spread by weight copy)
-        if [[ -f "$B/traces/$file.sqlite" ]]; then
-          mkdir -p "$B/results/node-traces" && xz -T0 -c "$B/traces/$file.sqlite" >"$B/results/node-traces/$file.sqlite.xz"
-        fi
-        if [[ $spec != stock && -f "$B/traces/$file.sqlite" && -f "$B/traces/node-$shape-stock.sqlite" ]]; then
-          fusekit profile --from "$B/traces/node-$shape-stock.sqlite" --against "$B/traces/$file.sqlite" \
-            --json "$B/results/${file/node-/node-profile-}.json" 2>&1 | tee -a "$B/logs/node-profile.log" | tail -n 12 \
-            || echo "node-profile: fusekit profile failed for $file (logs/node-profile.log)"
-        fi
+    for setting in ${NODE_SETTINGS:-default}; do
+      settings=() key_tag=""
+      if [[ $setting != default ]]; then
+        IFS=, read -ra settings <<<"$setting"
+        key_tag="_$(printf '%s' "$setting" | tr -d '=' | tr ',' '_')"
+      fi
+      for shape in ${NODE_SHAPES//,/ }; do
+        key="$shape$key_tag"
+        for spec in stock "${specs[@]}"; do
+          if [[ $spec == stock ]]; then
+            name=stock label=stock file="node-$key-stock"
+          else
+            # the label fitted, not the whole name: a hashed name must keep its node- prefix (session 49's long stack
+            # label lost it, and the variant's race JSON was overwritten by its profile)
+            name=$(spec_name "$spec") label=$(spec_label "$spec")
+            file="node-$key-$(fit_name "$label" 160)"
+          fi
+          nsys_trace "$B/traces/$file" env "${settings[@]}" python3 -m ggml_bridge mulmat \
+            --lib-dir "$name=$(bin_of "$label")" --backend CUDA0 --types q8_0 --shapes "$shape" --tokens 1 --check-tokens 1 --rounds "${NODE_ROUNDS:-3}" \
+            --out "$B/results/${file/node-/node-race-}.json" >>"$B/logs/node-profile.log" 2>&1 \
+            || echo "node-profile: $file did not trace (logs/node-profile.log)"
+          # the export itself, xz-packed, comes back too (fusekit profile --from reads it): every launch's start and
+          # end, for questions the summary does not answer (session 49: the stream kernel's spread by weight copy)
+          if [[ -f "$B/traces/$file.sqlite" ]]; then
+            mkdir -p "$B/results/node-traces"
+            xz -T0 -c "$B/traces/$file.sqlite" >"$B/results/node-traces/$file.sqlite.xz"
+          fi
+          if [[ $spec != stock && -f "$B/traces/$file.sqlite" && -f "$B/traces/node-$key-stock.sqlite" ]]; then
+            fusekit profile --from "$B/traces/node-$key-stock.sqlite" --against "$B/traces/$file.sqlite" \
+              --json "$B/results/${file/node-/node-profile-}.json" 2>&1 | tee -a "$B/logs/node-profile.log" | tail -n 12 \
+              || echo "node-profile: fusekit profile failed for $file (logs/node-profile.log)"
+          fi
+        done
       done
     done
     smi node-profile

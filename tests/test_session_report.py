@@ -212,10 +212,12 @@ def _node_race(path: Path, us: float) -> None:
     path.write_text(json.dumps(result))
 
 
-def test_node_profiles_table_each_kernels_median_beside_the_node_time(tmp_path: Path) -> None:
+@pytest.mark.parametrize("key", ["6144x4096", "6144x4096_GGML_CUDA_PDL0"], ids=["default", "setting"])
+def test_node_profiles_table_each_kernels_median_beside_the_node_time(tmp_path: Path, key: str) -> None:
     """The node-profile step's files: per shape, the busiest kernels' launches, median and exclusive µs for stock and
     the variant (kernels of the bridge's checks, under 10 launches, left out) and both node times; a folder without
-    them gets no such section."""
+    them gets no such section. A shape run under a NODE_SETTINGS setting (SHAPE_SETTING) takes stock's node time of
+    the same setting."""
     assert "Race nodes under Nsight Systems" not in render_session(tmp_path)
     mmvq, quantize, stream = (
         "void mul_mat_vec_q<(ggml_type)8, 1, false>(const void *)",
@@ -235,14 +237,15 @@ def test_node_profiles_table_each_kernels_median_beside_the_node_time(tmp_path: 
         return Trace(kernels=kernels).write(path)
 
     stock, variant = trace(tmp_path / "s.sqlite", mmvq, 12100, 800), trace(tmp_path / "v.sqlite", stream, 12200, 0)
-    out = tmp_path / "node-profile-6144x4096-fusion-5+fusion-5-thing.json"
+    out = tmp_path / f"node-profile-{key}-fusion-5+fusion-5-thing.json"
     done = CliRunner().invoke(main, ["profile", "--from", str(stock), "--against", str(variant), "--json", str(out)])
     assert done.exit_code == 0, done.output
-    _node_race(tmp_path / "node-race-6144x4096-stock.json", 12.67)
-    _node_race(tmp_path / "node-race-6144x4096-fusion-5+fusion-5-thing.json", 13.86)
+    _node_race(tmp_path / f"node-race-{key}-stock.json", 12.67)
+    _node_race(tmp_path / "node-race-6144x4096_OTHER1-stock.json", 99.0)  # another setting's, never read
+    _node_race(tmp_path / f"node-race-{key}-fusion-5+fusion-5-thing.json", 13.86)
     report = render_session(tmp_path)
     section = report[report.index("## Race nodes under Nsight Systems") :]
-    assert "### 6144x4096: stock against `fusion-5+fusion-5-thing`" in section
+    assert f"### {key}: stock against `fusion-5+fusion-5-thing`" in section
     assert "Node time in the traced race: stock 12.67 µs, variant 13.86 µs." in section
     # stock's product waits 0.8 us for its quantize inside its duration: 12.10 traced, 11.30 its own
     assert "| `fusekit_q8::q8_gemv_stream_mmvq_kernel` | — | — | — | 12 | 12.20 | 12.20 |" in section

@@ -635,13 +635,25 @@ def _fitted(label: str, most: int) -> str:
     return f"{hashlib.sha256(label.encode()).hexdigest()[:12]}-{label[-60:]}"
 
 
-@pytest.mark.parametrize("patch", ["fusion-5-thing", "fusion-5-" + "long-" * 40 + "thing"], ids=["short", "long"])
-def test_node_profile_traces_each_shapes_race_and_compares_the_kernels_with_stock(tmp_path: Path, patch: str) -> None:
+@pytest.mark.parametrize(
+    ("patch", "settings"),
+    [
+        ("fusion-5-thing", None),
+        ("fusion-5-" + "long-" * 40 + "thing", None),
+        ("fusion-5-thing", "default GGML_CUDA_PDL=0"),
+    ],
+    ids=["short", "long", "pdl-off"],
+)
+def test_node_profile_traces_each_shapes_race_and_compares_the_kernels_with_stock(
+    tmp_path: Path, patch: str, settings: str | None
+) -> None:
     """Session 48: on 6144 x 4096 the stream kernel's race node took 1.7 us more than the kernel alone. node-profile
     races each NODE_SHAPES shape alone for stock and each unsabotaged variant under nsys, then compares each variant's
     trace with stock's through fusekit profile (the real one here, on synthetic exports), one JSON per shape. A long
     stack label is fitted on its own (session 49: the whole name fitted lost its node- prefix, so the variant's race
-    JSON and its profile took one path and the race was overwritten)."""
+    JSON and its profile took one path and the race was overwritten). NODE_SETTINGS (session 50) runs the step once
+    per setting, both sides under its environment, its files keyed SHAPE_SETTING and compared with stock's of the
+    same setting."""
     home, batch, stub, record = tmp_path / "home", tmp_path / "b", tmp_path / "stub", tmp_path / "bridge-calls.txt"
     real = subprocess.run(["bash", "-c", "command -v python3"], capture_output=True, text=True).stdout.strip()
     experiment, sabotage = _experiment_and_sabotage(tmp_path, patch)
@@ -653,7 +665,7 @@ def test_node_profile_traces_each_shapes_race_and_compares_the_kernels_with_stoc
         stub,
         "python3",
         'if [[ "$1 $2" == "-m ggml_bridge" ]]; then\n'
-        f'  echo "$*" >>"{record}"\n'
+        f'  echo "${{GGML_CUDA_PDL-unset}}|$*" >>"{record}"\n'
         '  out=""; prev=""; for a in "$@"; do [[ $prev == --out ]] && out=$a; prev=$a; done\n'
         '  echo "{}" >"$out"; exit 0\n'
         f'fi\nexec "{real}" "$@"\n',
@@ -673,10 +685,16 @@ def test_node_profile_traces_each_shapes_race_and_compares_the_kernels_with_stoc
         "NODE_SHAPES": "6144x4096,4096x4096",
         "PATH": f"{stub}:{os.environ['PATH']}",
     }
+    env.pop("GGML_CUDA_PDL", None)
+    tags = {"": "unset"}  # file key suffix -> the environment the bridge saw
+    if settings:
+        env["NODE_SETTINGS"], tags["_GGML_CUDA_PDL0"] = settings, "0"
+    keys = [(shape + tag, seen) for tag, seen in tags.items() for shape in ("6144x4096", "4096x4096")]
     done = _run(batch, "node-profile", env)
     assert done.returncode == 0, done.stderr
-    calls = record.read_text().splitlines()
-    assert len(calls) == 4 and not [c for c in calls if "sabotage" in c]
+    seen, calls = zip(*(line.split("|", 1) for line in record.read_text().splitlines()), strict=True)
+    assert len(calls) == 2 * len(keys) and not [c for c in calls if "sabotage" in c]
+    assert list(seen) == [s for _, s in keys for _ in range(2)]  # stock and the variant under the same setting
     trees = home / "trees"
     assert calls[0].startswith(f"-m ggml_bridge mulmat --lib-dir stock={trees}/stock/build-cuda-sm90/bin ")
     assert f"--lib-dir {variant}={trees}/{variant}/build-cuda-sm90/bin" in calls[1]
@@ -684,16 +702,16 @@ def test_node_profile_traces_each_shapes_race_and_compares_the_kernels_with_stoc
     assert "--shapes 4096x4096" in calls[3]
     results, fitted = batch / "results", _fitted(variant, 160)
     assert (results / "node-race-6144x4096-stock.json").is_file()
-    for shape in ("6144x4096", "4096x4096"):
-        assert json.loads((results / f"node-race-{shape}-{fitted}.json").read_text()) == {}  # the bridge's own
-        compared = json.loads((results / f"node-profile-{shape}-{fitted}.json").read_text())
+    for key, _ in keys:
+        assert json.loads((results / f"node-race-{key}-{fitted}.json").read_text()) == {}  # the bridge's own
+        compared = json.loads((results / f"node-profile-{key}-{fitted}.json").read_text())
         assert compared["payload"]["comparison"] is not None, compared
         traced = [Path(t["path"]).name for t in compared["inputs"]["traces"]]
-        assert traced == [f"node-{shape}-stock.sqlite", f"node-{shape}-{fitted}.sqlite"]
+        assert traced == [f"node-{key}-stock.sqlite", f"node-{key}-{fitted}.sqlite"]
     kinds = sorted(p.name[:10] for p in results.glob("*.json"))
-    assert kinds == ["builds.jso"] + ["node-profi"] * 2 + ["node-race-"] * 4
+    assert kinds == ["builds.jso"] + ["node-profi"] * len(keys) + ["node-race-"] * 2 * len(keys)
     packed = sorted(p.name for p in (results / "node-traces").iterdir())
-    assert packed == sorted(f"node-{s}-{n}.sqlite.xz" for s in ("6144x4096", "4096x4096") for n in ("stock", fitted))
+    assert packed == sorted(f"node-{k}-{n}.sqlite.xz" for k, _ in keys for n in ("stock", fitted))
     for path in (results / "node-traces").iterdir():  # each the export itself, as fusekit profile reads it
         assert lzma.decompress(path.read_bytes()) == (batch / "traces" / path.name.removesuffix(".xz")).read_bytes()
     assert not list(results.glob("node-profile-*stock.json")) and not list(results.glob("*sabotage*"))

@@ -11,6 +11,13 @@
 # about 8 minutes with the machine's start. Carry [".bundle"]; then scripts/device_calls/poll.sh until SESSION DONE.
 # STEPS overrides the steps (session 49: "node-profile smoke eval" adds the 35B eval of the stack against stock after
 # the traces, with ROUNDS and PROMPTS from the environment).
+# Session 50: NODE_SETTINGS="default GGML_CUDA_PDL=0" NODE_SHAPES=6144x4096,4096x4096 runs the traces twice, the second
+# time with programmatic dependent launch off on both sides (kernels/NOTES-q8-gemv.md, "Session 50": the stack's
+# kernel takes 11.30 us alone on the H100 but 12.14 exclusive through ggml on 6144 x 4096, with the same grid).
+# Prediction: without PDL the stream kernel's own median there is 11.2-11.8 us and stock MMVQ's 10.9-11.4 (each loses
+# the wait on its quantize that its traced duration holds under PDL), so the stack's loss to stock shrinks to at most
+# 0.5 us; if the stream kernel stays at 12.0 or more, PDL is not the cause and y's buffer or the quantize between
+# products is next. About 7 minutes with the machine's start.
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/../.."
 export PATH=/usr/local/cuda/bin:$PATH
