@@ -17,7 +17,8 @@
 # Prediction: without PDL the stream kernel's own median there is 11.2-11.8 us and stock MMVQ's 10.9-11.4 (each loses
 # the wait on its quantize that its traced duration holds under PDL), so the stack's loss to stock shrinks to at most
 # 0.5 us; if the stream kernel stays at 12.0 or more, PDL is not the cause and y's buffer or the quantize between
-# products is next. About 7 minutes with the machine's start.
+# products is next (and if it comes back, the residency cap of kernels/NOTES-q8-gemv.md "Session 50": the stream grid
+# has 384 CTAs for 528 slots on this table). About 7 minutes with the machine's start.
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/../.."
 export PATH=/usr/local/cuda/bin:$PATH
