@@ -22,6 +22,7 @@ from ggml_bridge.report import check_counts, expected_to_fail
 from .baseline_report import fmt_us
 from .checkpoint import final_name_of
 from .extensions import bases
+from .floor_trace_report import render_floor_traces
 from .node_profile_report import render_node_profiles
 from .profile.categories import CATEGORIES, categorize
 from .profile.compare import compare
@@ -725,4 +726,7 @@ def render_session(folder: Path) -> str:
     node_profiles = render_node_profiles(folder, _result, _table)
     if node_profiles:
         sections.append(node_profiles)
+    floor_traces = render_floor_traces(folder, _table)
+    if floor_traces:
+        sections.append(floor_traces)
     return "\n\n".join("\n".join(section) for section in sections) + "\n"

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import lzma
 import shutil
 from pathlib import Path
 
@@ -210,6 +211,47 @@ def _node_race(path: Path, us: float) -> None:
     case["contenders"] = {"only": {**case["contenders"]["stock"], "us": us}}
     result["payload"]["cases"] = [case]
     path.write_text(json.dumps(result))
+
+
+def _floor_trace(folder: Path, shape: str, rows: list[tuple[str, float]], kernels: dict[str, list[int]]) -> None:
+    """A floor-trace call's files for ``shape``: the timing program's JSON (``rows``: contender, per-launch µs) and a
+    packed export whose kernels run in rounds, each kernel's launches back to back (``kernels``: name -> ns each)."""
+    results = [{"shape": f"test {shape}", "bytes": 26738688, "kernel": k, "median_us": us} for k, us in rows]
+    (folder / f"floor-timing-{shape}.json").write_text(json.dumps({"device": "test", "results": results}))
+    launches, clock = [], 0
+    for turn in range(len(next(iter(kernels.values())))):
+        for name, durations in kernels.items():
+            launches.append(Kernel(name, clock, clock + durations[turn], correlation=len(launches) + 1))
+            clock += durations[turn] + 2000
+    (folder / "floor-traces").mkdir(exist_ok=True)
+    plain = Trace(kernels=launches).write(folder / "floor-traces" / f"floor-{shape}.sqlite")
+    (folder / "floor-traces" / f"floor-{shape}.sqlite.xz").write_bytes(lzma.compress(plain.read_bytes()))
+    plain.unlink()
+
+
+def test_floor_traces_pair_each_contender_with_its_kernel_in_launch_order(tmp_path: Path) -> None:
+    """issue11-floor-trace.sh's files (session 50): each contender's per-launch time beside its kernel's median from
+    the trace, paired in order of first launch (not by time: the longest kernel here launches last), with the launches
+    under 90% of the median counted; a shape whose trace holds another number of kernels is named, not paired; a
+    corrupt timing JSON is one clear error."""
+    assert "timing program under Nsight" not in render_session(tmp_path)
+    fast_tail = [11000] * 9 + [8000]  # one launch on a copy that stayed in the L2
+    kernels = {
+        "void fusekit_q8::q8_gemv_stream_mmvq_kernel<(int)3, (bool)1>(fusekit_q8::Problem)": fast_tail,
+        "void <unnamed>::body_kernel<(<unnamed>::Body)0>(fusekit_q8::Problem)": [13000] * 10,
+        "void <unnamed>::stream_read_kernel(fusekit_q8::Problem)": [20000] * 10,
+    }
+    _floor_trace(tmp_path, "6144x4096", [("stream", 12.4), ("tile", 14.5), ("floor", 21.5)], kernels)
+    _floor_trace(tmp_path, "4096x4096", [("stream", 9.5), ("tile", 11.0)], kernels)
+    section = render_session(tmp_path).split("## The timing program under Nsight Systems")[1]
+    assert "### 6144x4096 (test 6144x4096, 26.7 MB)" in section
+    assert "| stream | 12.40 | 11.00 | 8.00 | 1 of 10 | +1.40 | `q8_gemv_stream_mmvq_kernel<3, 1>` |" in section
+    assert "| tile | 14.50 | 13.00 | 13.00 | 0 of 10 | +1.50 | `body_kernel<0>` |" in section
+    assert "| floor | 21.50 | 20.00 | 20.00 | 0 of 10 | +1.50 | `stream_read_kernel` |" in section
+    assert "_The trace holds 3 kernels for 2 contenders: not paired._" in section
+    (tmp_path / "floor-timing-4096x4096.json").write_text('{"results": [{"kernel": "stream"}]}')
+    with pytest.raises(FusekitError, match=r"floor-timing-4096x4096\.json: a result lacks shape, bytes, median_us"):
+        render_session(tmp_path)
 
 
 @pytest.mark.parametrize("key", ["6144x4096", "6144x4096_GGML_CUDA_PDL0"], ids=["default", "setting"])
