@@ -503,7 +503,8 @@ PY
         IFS=, read -ra settings <<<"$setting"
         key_tag="_$(printf '%s' "$setting" | tr -d '=' | tr ',' '_')"
       fi
-      for shape in ${NODE_SHAPES//,/ }; do
+      shapes=${NODE_SHAPES:-6144x4096,4096x4096,4096x14336}  # issue11-node-profile.sh's default too
+      for shape in ${shapes//,/ }; do
         key="$shape$key_tag"
         for spec in stock "${specs[@]}"; do
           if [[ $spec == stock ]]; then

@@ -686,10 +686,12 @@ def test_node_profile_traces_each_shapes_race_and_compares_the_kernels_with_stoc
         "PATH": f"{stub}:{os.environ['PATH']}",
     }
     env.pop("GGML_CUDA_PDL", None)
-    tags = {"": "unset"}  # file key suffix -> the environment the bridge saw
-    if settings:
+    tags, shapes = {"": "unset"}, ["6144x4096", "4096x4096"]  # file key suffix -> the environment the bridge saw
+    if settings:  # and without NODE_SHAPES: the step's default shapes
         env["NODE_SETTINGS"], tags["_GGML_CUDA_PDL0"] = settings, "0"
-    keys = [(shape + tag, seen) for tag, seen in tags.items() for shape in ("6144x4096", "4096x4096")]
+        del env["NODE_SHAPES"]
+        shapes.append("4096x14336")
+    keys = [(shape + tag, seen) for tag, seen in tags.items() for shape in shapes]
     done = _run(batch, "node-profile", env)
     assert done.returncode == 0, done.stderr
     seen, calls = zip(*(line.split("|", 1) for line in record.read_text().splitlines()), strict=True)
