@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import contextlib
 import json
-import re
 import statistics
 from collections.abc import Callable
 from pathlib import Path
@@ -21,7 +20,6 @@ from typing import Any
 from evals.profile import schema, source
 from fusekit.errors import FusekitError
 
-TIMING_NAME = re.compile(r"floor-timing-(.+)\.json")
 FAST_SHARE = 0.9  # a launch under this share of its kernel's median counts as fast
 
 Table = Callable[[list[str], list[list[Any]]], list[str]]
@@ -87,10 +85,10 @@ def render_floor_traces(folder: Path, table: Table) -> list[str]:
     """One table per traced shape; empty when the folder has no floor trace."""
     pairs = []
     for path in sorted(folder.glob("floor-timing-*.json")):
-        match = TIMING_NAME.fullmatch(path.name)
-        export = folder / "floor-traces" / f"floor-{match.group(1)}.sqlite.xz" if match else None
-        if export is not None and export.is_file():
-            pairs.append((match.group(1), path, export))
+        shape = path.name.removeprefix("floor-timing-").removesuffix(".json")
+        export = folder / "floor-traces" / f"floor-{shape}.sqlite.xz"
+        if export.is_file():
+            pairs.append((shape, path, export))
     if not pairs:
         return []
     out = [

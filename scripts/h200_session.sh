@@ -497,13 +497,13 @@ PY
     for spec in $(ok_variants $(measured "$STACK" "$STACK_EXP")); do
       if [[ $spec != *@* ]] && ! sabotaged "$spec"; then specs+=("$spec"); fi
     done
+    shapes=${NODE_SHAPES:-6144x4096,4096x4096,4096x14336}
     for setting in ${NODE_SETTINGS:-default}; do
       settings=() key_tag=""
       if [[ $setting != default ]]; then
         IFS=, read -ra settings <<<"$setting"
         key_tag="_$(printf '%s' "$setting" | tr -d '=' | tr ',' '_')"
       fi
-      shapes=${NODE_SHAPES:-6144x4096,4096x4096,4096x14336}  # issue11-node-profile.sh's default too
       for shape in ${shapes//,/ }; do
         key="$shape$key_tag"
         for spec in stock "${specs[@]}"; do
@@ -516,7 +516,8 @@ PY
             file="node-$key-$(fit_name "$label" 160)"
           fi
           nsys_trace "$B/traces/$file" env "${settings[@]}" python3 -m ggml_bridge mulmat \
-            --lib-dir "$name=$(bin_of "$label")" --backend CUDA0 --types q8_0 --shapes "$shape" --tokens 1 --check-tokens 1 --rounds "${NODE_ROUNDS:-3}" \
+            --lib-dir "$name=$(bin_of "$label")" --backend CUDA0 --types q8_0 --shapes "$shape" --tokens 1 \
+            --check-tokens 1 --rounds "${NODE_ROUNDS:-3}" \
             --out "$B/results/${file/node-/node-race-}.json" >>"$B/logs/node-profile.log" 2>&1 \
             || echo "node-profile: $file did not trace (logs/node-profile.log)"
           # the export itself, xz-packed, comes back too (fusekit profile --from reads it): every launch's start and

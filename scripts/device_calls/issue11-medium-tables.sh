@@ -25,7 +25,8 @@ F=$E/fusion-5-stream-zzzz-mmvq-short-tables.patch
 S=$PWD/tests/patches/sabotage-q8-stock-order.patch
 nvidia-smi --query-gpu=name --format=csv,noheader | head -n 1 > "$OUT/card.txt"
 export FOCUS="4" KERNEL_PROGRAMS=none FLA_REFERENCE=0 EVAL_FUSIONS=" " GPU1_STEPS=" "
-export ROUNDS=${ROUNDS:-3} PROMPTS=512 CHECK_BASE_OPS="MUL_MAT_VEC_FUSION"  # the eval's and check-mm's (SHORT runs neither)
+# the eval's and check-mm's settings (SHORT runs neither)
+export ROUNDS=${ROUNDS:-3} PROMPTS=512 CHECK_BASE_OPS="MUL_MAT_VEC_FUSION"
 card=$(cat "$OUT/card.txt")
 if [[ "${LEAN:-0}" == 1 ]]; then
   export VARIANTS="$L1+$ZY $L1+$ZY+$M+$F $L1+$ZY+$M+$F+$S" EVAL_VARIANTS="$L1+$ZY $L1+$ZY+$M+$F"

@@ -11,8 +11,8 @@
 # about 8 minutes with the machine's start. Carry [".bundle"]; then scripts/device_calls/poll.sh until SESSION DONE.
 # STEPS overrides the steps (session 49: "node-profile smoke eval" adds the 35B eval of the stack against stock after
 # the traces, with ROUNDS and PROMPTS from the environment).
-# Session 50: NODE_SETTINGS="default GGML_CUDA_PDL=0" NODE_SHAPES=6144x4096,4096x4096 runs the traces twice, the second
-# time with programmatic dependent launch off on both sides (kernels/NOTES-q8-gemv.md, "Session 50": the stack's
+# Session 50: NODE_SETTINGS="default GGML_CUDA_PDL=0" NODE_SHAPES=6144x4096,4096x4096 runs the traces twice, the
+# second time with programmatic dependent launch off on both sides (kernels/NOTES-q8-gemv.md, "Session 50": the stack's
 # kernel takes 11.30 us alone on the H100 but 12.14 exclusive through ggml on 6144 x 4096, with the same grid).
 # Prediction: without PDL the stream kernel's own median there is 11.2-11.8 us and stock MMVQ's 10.9-11.4 (each loses
 # the wait on its quantize that its traced duration holds under PDL), so the stack's loss to stock shrinks to at most
@@ -27,7 +27,7 @@ ZY=$E/fusion-5-stream-zy-y-registers.patch M=$E/fusion-5-stream-zzz-medium-table
 F=$E/fusion-5-stream-zzzz-mmvq-short-tables.patch
 nvidia-smi --query-gpu=name --format=csv,noheader | head -n 1 > "$OUT/card.txt"
 export FOCUS="4" KERNEL_PROGRAMS=none FLA_REFERENCE=0 EVAL_FUSIONS=" " GPU1_STEPS=" "
-export VARIANTS="$L1+$ZY+$M+$F" GPU0_STEPS="${STEPS:-node-profile}" NODE_SHAPES="${NODE_SHAPES:-6144x4096,4096x4096,4096x14336}"
+export VARIANTS="$L1+$ZY+$M+$F" GPU0_STEPS="${STEPS:-node-profile}"  # NODE_SHAPES: the step's default, 3 shapes
 bash scripts/h200_session.sh /tmp/b run > /tmp/run.log 2>&1
 bash scripts/h200_session.sh /tmp/b poll $((555 - SECONDS))
 bash scripts/h200_session.sh /tmp/b pack "$OUT"
