@@ -19,15 +19,17 @@
 # 0.5 us; if the stream kernel stays at 12.0 or more, PDL is not the cause and y's buffer or the quantize between
 # products is next (and if it comes back, the residency cap of kernels/NOTES-q8-gemv.md "Session 50": the stream grid
 # has 384 CTAs for 528 slots on this table). About 7 minutes with the machine's start.
+# Session 51: the stack with fusion-5-stream-zzzzz-residency-cap (the stream grid's CTAs at most ceil(CTAs / SMs) an
+# SM) is traced beside it under every setting (prediction in the patch's header); about 10 minutes with the start.
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/../.."
 export PATH=/usr/local/cuda/bin:$PATH
 L1=stack-1-5-stock-order-l1 E=$PWD/patches/experiments
 ZY=$E/fusion-5-stream-zy-y-registers.patch M=$E/fusion-5-stream-zzz-medium-tables.patch
-F=$E/fusion-5-stream-zzzz-mmvq-short-tables.patch
+F=$E/fusion-5-stream-zzzz-mmvq-short-tables.patch CAP=$E/fusion-5-stream-zzzzz-residency-cap.patch
 nvidia-smi --query-gpu=name --format=csv,noheader | head -n 1 > "$OUT/card.txt"
 export FOCUS="4" KERNEL_PROGRAMS=none FLA_REFERENCE=0 EVAL_FUSIONS=" " GPU1_STEPS=" "
-export VARIANTS="$L1+$ZY+$M+$F" GPU0_STEPS="${STEPS:-node-profile}"  # NODE_SHAPES: the step's default, 3 shapes
+export VARIANTS="$L1+$ZY+$M+$F $L1+$ZY+$M+$F+$CAP" GPU0_STEPS="${STEPS:-node-profile}"  # NODE_SHAPES: the step's default, 3 shapes
 bash scripts/h200_session.sh /tmp/b run > /tmp/run.log 2>&1
 bash scripts/h200_session.sh /tmp/b poll $((555 - SECONDS))
 bash scripts/h200_session.sh /tmp/b pack "$OUT"
