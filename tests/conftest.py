@@ -12,8 +12,10 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from click.testing import CliRunner
 
 from fusekit.build import BuildOptions, BuildResult, build_variant
+from fusekit.cli import main
 from fusekit.drop import drop
 from fusekit.registry import Registry
 from fusekit.stack import resolve_spec
@@ -73,6 +75,13 @@ def pinned_home(test_root: Path) -> Path:
     home = test_root / "home"
     Workspace(home).init(None, log)
     return home
+
+
+def cli(home: Path, *args: str) -> str:
+    """``fusekit --home HOME ARGS`` through click (named stacks resolve as for a user); its output, asserting it ran."""
+    done = CliRunner().invoke(main, ["--home", str(home), *args])
+    assert done.exit_code == 0, done.output
+    return done.stdout
 
 
 def variant_labels(home: Path) -> set[str]:

@@ -12,11 +12,10 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from click.testing import CliRunner
 
-from fusekit.cli import main
 from fusekit.compilecheck import find_nvcc
 
+from .conftest import cli as fusekit
 from .conftest import drop_variants_since, variant_labels
 
 REPO = Path(__file__).resolve().parent.parent
@@ -33,12 +32,6 @@ HEADER = "ggml/src/ggml-cuda/fusekit-q8-gemv.cuh"
 NVCC = find_nvcc()
 
 pytestmark = pytest.mark.skipif(NVCC is None, reason="no nvcc on this machine: the header is CUDA")
-
-
-def fusekit(home: Path, *args: str) -> str:
-    done = CliRunner().invoke(main, ["--home", str(home), *args])
-    assert done.exit_code == 0, done.output
-    return done.stdout
 
 
 @pytest.fixture(scope="module")
