@@ -21,15 +21,20 @@
 # has 384 CTAs for 528 slots on this table). About 7 minutes with the machine's start.
 # Session 51: the stack with fusion-5-stream-zzzzz-residency-cap (the stream grid's CTAs at most ceil(CTAs / SMs) an
 # SM) is traced beside it under every setting (prediction in the patch's header); about 10 minutes with the start.
+# Session 51, after the run: the stack with fusion-5-stream-zzzzzz-full-grid (every CTA slot launched, rows dealt in
+# turn) joins as a third variant, for the side-by-side race (STEPS=race-mm RACE_TOKENS=1, about 9 minutes with the
+# start; the predictions are the two patches' headers).
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/../.."
 export PATH=/usr/local/cuda/bin:$PATH
 L1=stack-1-5-stock-order-l1 E=$PWD/patches/experiments
 ZY=$E/fusion-5-stream-zy-y-registers.patch M=$E/fusion-5-stream-zzz-medium-tables.patch
 F=$E/fusion-5-stream-zzzz-mmvq-short-tables.patch CAP=$E/fusion-5-stream-zzzzz-residency-cap.patch
+FULL=$E/fusion-5-stream-zzzzzz-full-grid.patch
 nvidia-smi --query-gpu=name --format=csv,noheader | head -n 1 > "$OUT/card.txt"
 export FOCUS="4" KERNEL_PROGRAMS=none FLA_REFERENCE=0 EVAL_FUSIONS=" " GPU1_STEPS=" "
-export VARIANTS="$L1+$ZY+$M+$F $L1+$ZY+$M+$F+$CAP" GPU0_STEPS="${STEPS:-node-profile}"  # NODE_SHAPES: the step's default, 3 shapes
+# NODE_SHAPES: the step's default, 3 shapes
+export VARIANTS="$L1+$ZY+$M+$F $L1+$ZY+$M+$F+$CAP $L1+$ZY+$M+$F+$FULL" GPU0_STEPS="${STEPS:-node-profile}"
 bash scripts/h200_session.sh /tmp/b run > /tmp/run.log 2>&1
 bash scripts/h200_session.sh /tmp/b poll $((555 - SECONDS))
 bash scripts/h200_session.sh /tmp/b pack "$OUT"

@@ -10,6 +10,7 @@
 // Exit 0 when every case holds, 1 otherwise.
 
 #include "fusekit-q8-gemv.cuh"
+#include "q8_stream_plan.cuh"
 
 #include <cstdio>
 #include <cstring>
@@ -18,7 +19,6 @@ namespace {
 
 using namespace fusekit_q8;
 
-constexpr int kSmCount      = 132;    // H100 SXM and H200
 constexpr int kStreamStatic = 44416;  // the stream kernel's ring and y-pairs copy (fusion-5-stream-y-pairs)
 
 struct Table {
@@ -55,12 +55,7 @@ int main(int argc, char ** argv) {
     const bool sabotage = argc > 1 && std::strcmp(argv[1], "--sabotage") == 0;
     int wrong = 0, cases = 0;
     for (const Table & t : kTables) {
-        Problem p{};
-        p.weights = Weights::q8_0;
-        p.nrows   = t.nrows;
-        p.nblocks = t.nblocks;
-        p.row_x   = t.nblocks;
-        const Launch l   = plan_stream<PlainHooks, Weights::q8_0>(p, kSmCount);
+        const Launch l   = plan_plain_q8(t.nrows, t.nblocks);
         const int    got = stream_residency_cap(int(l.grid.x), kSmCount);
         ++cases;
         wrong += got != t.cap || l.smem != 0;  // no GPU here: the runtime cannot say, so no reserve
