@@ -17,6 +17,7 @@ from click.testing import CliRunner
 from fusekit.build import BuildOptions, BuildResult, build_variant
 from fusekit.cli import main
 from fusekit.drop import drop
+from fusekit.named_stacks import expand, load_stacks
 from fusekit.registry import Registry
 from fusekit.stack import resolve_spec
 from fusekit.variants import apply, reset
@@ -99,13 +100,14 @@ def drop_variants_since(home: Path, before: set[str]) -> None:
 
 
 def applied_tree(home: Path, entries: list[str], registry: Registry) -> Iterator[Path]:
-    """Yields the pinned tree with ``entries`` applied (fusions, stacks or patch files); afterwards the workspace is
-    reset to stock and the variant dropped. For module fixtures that read or compile a patched tree."""
+    """Yields the pinned tree with ``entries`` applied (fusions, named stacks or patch files, named stacks expanded
+    as ``fusekit apply`` does); afterwards the workspace is reset to stock and the variant dropped. For module
+    fixtures that read or compile a patched tree."""
     ws = Workspace(home)
     with ws.lock():
         reset(ws)
         before = variant_labels(home)
-        variant = apply(ws, entries, registry, resolve_spec)
+        variant = apply(ws, expand(entries, load_stacks(registry)), registry, resolve_spec)
     yield variant.tree
     drop_variants_since(home, before)
 

@@ -13,7 +13,6 @@ Each program is compiled against fusekit-q8-gemv.cuh as its experiment leaves it
 
 from __future__ import annotations
 
-import json
 import shutil
 import subprocess
 from pathlib import Path
@@ -21,11 +20,12 @@ from pathlib import Path
 import pytest
 
 from fusekit.compilecheck import find_nvcc
+from fusekit.registry import Registry
 
-from .conftest import cli as fusekit
-from .conftest import drop_variants_since, variant_labels
+from .conftest import applied_tree
 
 REPO = Path(__file__).resolve().parent.parent
+REGISTRY = Registry.load(REPO / "fusions")
 EXPERIMENTS = REPO / "patches" / "experiments"
 STACK = [
     "stack-1-5-stock-order-l1",
@@ -43,17 +43,10 @@ pytestmark = pytest.mark.skipif(NVCC is None, reason="no nvcc on this machine: t
 
 
 def stack_header(home: Path, folder: Path, experiment: Path) -> Path:
-    """The header the stack with ``experiment`` on top leaves, copied to folder/ (a named stack: the CLI's apply
-    resolves it); returns folder."""
-    fusekit(home, "reset")
-    before = variant_labels(home)
-    try:
-        fusekit(home, "apply", *STACK, str(experiment))
-        tree = Path(json.loads(fusekit(home, "status", "--json"))["tree"])
-        folder.mkdir(parents=True)
+    """The header the stack with ``experiment`` on top leaves, copied to folder/; returns folder."""
+    folder.mkdir(parents=True)
+    for tree in applied_tree(home, [*STACK, str(experiment)], REGISTRY):
         shutil.copy(tree / HEADER, folder / Path(HEADER).name)
-    finally:
-        drop_variants_since(home, before)
     return folder
 
 
