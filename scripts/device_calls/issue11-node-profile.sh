@@ -24,17 +24,23 @@
 # Session 51, after the run: the stack with fusion-5-stream-zzzzzz-full-grid (every CTA slot launched, rows dealt in
 # turn) joins as a third variant, for the side-by-side race (STEPS=race-mm RACE_TOKENS=1, about 9 minutes with the
 # start; the predictions are the two patches' headers).
+# Session 52 (results/h100-2026-12-07-session52-race-cap-full/): the cap won 6144 x 4096 and the full grid 14336 x
+# 4096, neither both. The variants are now the stack + cap, + cap + full grid, and + cap + full grid +
+# fusion-5-stream-zzzzzzz-fill-or-cap (the full grid only where the plain grid has 4 CTAs on some SM); fill-or-cap's
+# launch equals one of the other two on every shape, so each pair with equal launches is an A/A check of the race's
+# noise between builds (prediction in its header). STEPS=race-mm RACE_TOKENS=1: about 7 minutes with the start.
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/../.."
 export PATH=/usr/local/cuda/bin:$PATH
 L1=stack-1-5-stock-order-l1 E=$PWD/patches/experiments
 ZY=$E/fusion-5-stream-zy-y-registers.patch M=$E/fusion-5-stream-zzz-medium-tables.patch
 F=$E/fusion-5-stream-zzzz-mmvq-short-tables.patch CAP=$E/fusion-5-stream-zzzzz-residency-cap.patch
-FULL=$E/fusion-5-stream-zzzzzz-full-grid.patch
+FULL=$E/fusion-5-stream-zzzzzz-full-grid.patch FILL=$E/fusion-5-stream-zzzzzzz-fill-or-cap.patch
 nvidia-smi --query-gpu=name --format=csv,noheader | head -n 1 > "$OUT/card.txt"
 export FOCUS="4" KERNEL_PROGRAMS=none FLA_REFERENCE=0 EVAL_FUSIONS=" " GPU1_STEPS=" "
 # NODE_SHAPES: the step's default, 3 shapes
-export VARIANTS="$L1+$ZY+$M+$F $L1+$ZY+$M+$F+$CAP $L1+$ZY+$M+$F+$FULL" GPU0_STEPS="${STEPS:-node-profile}"
+S="$L1+$ZY+$M+$F+$CAP"  # the stack + cap
+export VARIANTS="$S $S+$FULL $S+$FULL+$FILL" GPU0_STEPS="${STEPS:-node-profile}"
 bash scripts/h200_session.sh /tmp/b run > /tmp/run.log 2>&1
 bash scripts/h200_session.sh /tmp/b poll $((555 - SECONDS))
 bash scripts/h200_session.sh /tmp/b pack "$OUT"
