@@ -13,7 +13,7 @@ from fusekit.console import note
 from fusekit.errors import FusekitError
 from fusekit.paths import resolve_home
 
-from .contenders import auto_device, from_lib_dirs, from_workspace
+from .contenders import auto_device, from_lib_dirs, from_workspace, with_control
 from .report import check_counts, render
 from .shapes import parse_shapes, parse_tokens, parse_types, split_fitting
 from .sweep import SweepSpec, bench_result
@@ -71,6 +71,12 @@ def bench() -> None:
 @click.option("--threads", type=click.IntRange(min=1), default=None, help="CPU backend threads (default: all cores).")
 @click.option("--seed", type=int, default=1234, show_default=True, help="Seed of weights and activations.")
 @click.option(
+    "--control",
+    is_flag=True,
+    help="Race the first contender (stock) twice, in two processes: an A/A control. The report gives the spread "
+    "between the two and counts each variant's cases beyond it (a difference inside it is a tie).",
+)
+@click.option(
     "--out",
     "out_path",
     type=click.Path(dir_okay=False),
@@ -97,6 +103,7 @@ def mulmat(
     reps: int,
     threads: int | None,
     seed: int,
+    control: bool,
     out_path: str | None,
 ) -> None:
     """Check, then time, ggml_mul_mat of the current variant against stock.
@@ -110,6 +117,7 @@ def mulmat(
       fusekit bench mulmat
       fusekit bench mulmat --types q8_0,q4_0,q2_K,iq2_xs,f16 --shapes seed --tokens 1,2,4,8,64,512 --backend CUDA0
       fusekit bench mulmat --shapes 4096x14336 --check
+      fusekit bench mulmat --lib-dir stock=A/bin --lib-dir mine=B/bin --backend CUDA0 --types q8_0 --control
     """
     type_list = parse_types(types)
     shape_list = parse_shapes(shapes)
@@ -128,6 +136,10 @@ def mulmat(
 
         builder = (lambda ws, v, options: build_one(ws, v, options, None)) if do_build else None
         contenders = from_workspace(resolve_home((ctx.obj or {}).get("home")), device, cuda_arch, builder)
+    if control:
+        if check_only:
+            raise FusekitError("--control times the first contender twice; it needs timing (drop --check)")
+        contenders = with_control(contenders)
     spec = SweepSpec(
         tuple(type_list),
         tuple(shape_list),

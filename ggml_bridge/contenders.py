@@ -58,6 +58,17 @@ def from_lib_dirs(specs: list[str]) -> list[Contender]:
     return out
 
 
+CONTROL_SUFFIX = " (A/A control)"
+
+
+def with_control(contenders: list[Contender]) -> list[Contender]:
+    """The contenders and, last, the first of them again in its own worker: an A/A control. Its difference from the
+    first is the race's noise between processes (each loads its own library and weight copies)."""
+    first = contenders[0]
+    record = {**first.record, "control_of": first.label}
+    return [*contenders, Contender(first.label + CONTROL_SUFFIX, first.lib_dir, record)]
+
+
 STAMP = "fusekit-build.json"  # fusekit.build.STAMP (checked in the tests)
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import statistics
 from typing import Any
 
 from fusekit.console import table
@@ -31,6 +32,56 @@ def check_counts(payload: dict[str, Any]) -> dict[str, list[dict[str, Any]]]:
 def _check_line(c: dict[str, Any]) -> str:
     verdict = "passed" if c["passed"] else "failed"
     return f"{c['op']} {c['type_name']} {c['m']}x{c['k']} n={c['n']} {verdict}: nmse {c['nmse']:.2e}"
+
+
+def _case_name(case: dict[str, Any]) -> str:
+    return f"{case['type']} {case['m']}x{case['k']} n={case['n']}"
+
+
+def control_spreads(result: dict[str, Any]) -> dict[str, float]:
+    """Per timed case, the A/A ratio (slower over faster) of the first contender and its control (``--control``);
+    empty when the sweep had no control."""
+    control = next((v for v in result["variants"] if v.get("control_of")), None)
+    if control is None:
+        return {}
+    spreads = {}
+    for case in result["payload"]["cases"]:
+        first, again = (case["contenders"][label].get("us") for label in (control["control_of"], control["label"]))
+        if first and again:
+            spreads[_case_name(case)] = max(first, again) / min(first, again)
+    return spreads
+
+
+def control_lines(result: dict[str, Any]) -> list[str]:
+    """The A/A spread and, for each variant, its cases faster or slower than the first contender by more than the
+    largest A/A ratio of the sweep (the rest are ties); nothing without a control."""
+    spreads = control_spreads(result)
+    if not spreads:
+        return []
+    control = next(v for v in result["variants"] if v.get("control_of"))
+    base = control["control_of"]
+    worst = max(spreads, key=spreads.__getitem__)
+    band = spreads[worst]
+    lines = [
+        f"A/A control ({base} raced twice, in two processes): spread median "
+        f"{100 * (statistics.median(spreads.values()) - 1):.1f}%, largest {100 * (band - 1):.1f}% ({worst}); "
+        f"a variant within the largest spread of {base}'s time is a tie"
+    ]
+    for variant in result["variants"]:
+        if variant["label"] in (base, control["label"]):
+            continue
+        ratios = [
+            case["contenders"][base]["us"] / case["contenders"][variant["label"]]["us"]
+            for case in result["payload"]["cases"]
+            if _case_name(case) in spreads and case["contenders"][variant["label"]].get("us")
+        ]
+        faster = sum(r > band for r in ratios)
+        slower = sum(r < 1 / band for r in ratios)
+        lines.append(
+            f"- {variant['label']}: of {len(ratios)} cases, faster than {base} beyond it in {faster}, "
+            f"slower beyond it in {slower}, a tie in {len(ratios) - faster - slower}"
+        )
+    return lines
 
 
 def render(result: dict[str, Any]) -> str:
@@ -79,6 +130,9 @@ def render(result: dict[str, Any]) -> str:
             )
     headers = ["type", "MxK", "n", "variant", "check (nmse)", "us", "IQR%", "GB/s", "%roof", "TFLOP/s"]
     lines += ["", table([*headers, f"x vs {labels[0]}", "copies"], rows)]
+    spread = control_lines(result)
+    if spread:
+        lines += ["", *spread]
     if p.get("skipped"):
         lines += ["", "skipped (K not a multiple of the type's block):", *(f"  {s}" for s in p["skipped"])]
     counts = check_counts(p)

@@ -446,6 +446,8 @@ case "$STEP" in
     # float64 reference of the same quantized weights, then timed interleaved): stock and each measured variant without
     # a sabotage patch on the whole shape table, RACE_TYPES (q8_0) at RACE_TOKENS (1,2,4,8); then each sabotaged
     # variant's bridge check, which must fail. Contenders are named by their spec (patch files by their stem).
+    # Stock is raced twice (--control, an A/A control: session 52 saw identical launches in two builds differ by up to
+    # 3%); RACE_CONTROL=0 drops it.
     use_fusekit
     smi race-mm
     libs=(--lib-dir "stock=$(bin_of stock)") saboteurs=()
@@ -453,6 +455,7 @@ case "$STEP" in
       [[ $spec != *@* ]] || continue  # an arm runs its variant's build
       if sabotaged "$spec"; then saboteurs+=("$spec"); else libs+=(--lib-dir "$(spec_name "$spec")=$(bin_of "$(spec_label "$spec")")"); fi
     done
+    [[ "${RACE_CONTROL:-1}" == 0 ]] || libs+=(--control)
     python3 -m ggml_bridge mulmat "${libs[@]}" --backend CUDA0 --types "${RACE_TYPES:-q8_0}" --shapes seed \
       --tokens "${RACE_TOKENS:-1,2,4,8}" --check-tokens 1,2,3,8,64 --out "$B/results/race-mm.json" \
       >"$B/results/race-mm.txt" 2>"$B/logs/race-mm.log" || echo "race-mm: the bridge exited $? (log logs/race-mm.log)"

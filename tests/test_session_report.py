@@ -136,6 +136,25 @@ def test_a_race_of_three_contenders_renders_each_against_stock() -> None:
     assert "| Llama-3-8B: output (vocab) | 128256×4096 | 1 | 180.15 | 140.35 | 1.284 |" in extra
 
 
+def test_a_race_with_an_aa_control_reports_its_spread(tmp_path: Path) -> None:
+    """fusekit bench mulmat --control (session 52): the shape-table race names the A/A spread and each variant's
+    cases beyond it; here session 52's race with a control 2% slower than stock on every case."""
+    race = json.loads((REPO / "results" / "h100-2026-12-07-session52-race-cap-full" / "race-mm.json").read_text())
+    control = "stock (A/A control)"
+    race["variants"].append({**race["variants"][0], "label": control, "control_of": "stock"})
+    for case in race["payload"]["cases"]:
+        case["contenders"][control] = {**case["contenders"]["stock"], "us": case["contenders"]["stock"]["us"] * 1.02}
+    (tmp_path / "race-mm.json").write_text(json.dumps(race))
+    section = render_session(tmp_path)
+    section = section[section.index("## Race over the shape table") :]
+    assert "A/A control (stock raced twice, in two processes): spread median 2.0%, largest 2.0%" in section
+    # the stack: 6144 x 4096 0.913x is beyond the band, 2048 x 6144 0.997x inside it, 8192 x 2048 1.57x beyond
+    stack = "- stack-1-5-stock-order-l1+fusion-5-stream-zy-y-registers+fusion-5-stream-zzz-medium-tables+"
+    verdict = "of 17 cases, faster than stock beyond it in 10, slower beyond it in 1, a tie in 6"
+    assert f"{stack}fusion-5-stream-zzzz-mmvq-short-tables: {verdict}" in section
+    assert "### `stock` against `stock (A/A control)`" in section
+
+
 def test_flake_runs_are_tabled_with_failures_in_bold_and_absent_without_the_file(tmp_path: Path) -> None:
     assert "flake.txt" not in render_session(tmp_path)
     params = "type_a=q4_0,.*n_mats=16,n_used=4,.*m=33,"
