@@ -29,6 +29,9 @@
 # fusion-5-stream-zzzzzzz-fill-or-cap (the full grid only where the plain grid has 4 CTAs on some SM); fill-or-cap's
 # launch equals one of the other two on every shape, so each pair with equal launches is an A/A check of the race's
 # noise between builds (prediction in its header). STEPS=race-mm RACE_TOKENS=1: about 7 minutes with the start.
+# SABOTAGE=1 adds fill-or-cap under the stack's sabotage patch (tests/patches/sabotage-q8-stock-order.patch): race-mm
+# then runs its bridge check, which must fail, and check-mm its test-backend-ops, which must fail (about 70 s more
+# build through ccache).
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/../.."
 export PATH=/usr/local/cuda/bin:$PATH
@@ -41,6 +44,7 @@ export FOCUS="4" KERNEL_PROGRAMS=none FLA_REFERENCE=0 EVAL_FUSIONS=" " GPU1_STEP
 # NODE_SHAPES: the step's default, 3 shapes
 S="$L1+$ZY+$M+$F+$CAP"  # the stack + cap
 export VARIANTS="$S $S+$FULL $S+$FULL+$FILL" GPU0_STEPS="${STEPS:-node-profile}"
+[[ "${SABOTAGE:-0}" != 1 ]] || VARIANTS+=" $S+$FULL+$FILL+$PWD/tests/patches/sabotage-q8-stock-order.patch"
 bash scripts/h200_session.sh /tmp/b run > /tmp/run.log 2>&1
 bash scripts/h200_session.sh /tmp/b poll $((555 - SECONDS))
 bash scripts/h200_session.sh /tmp/b pack "$OUT"
