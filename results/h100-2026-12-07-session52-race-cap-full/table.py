@@ -5,7 +5,9 @@
 2. the product kernel's mean exclusive µs per launch in call 2's node profiles;
 3. the A/A check: in one call, two builds whose launch of a shape is the same (same kernel, grid and rows), their
    ratio (slower / faster). The launches are the grids of tests/cpp/q8_stream_grid_test.cu's rule, recomputed below
-   from the race's shape for the 132 SMs of these H100s.
+   from the race's shape for the 132 SMs of these H100s;
+4. 4096 x 2048 by round parity: the rounds alternate the contenders' order (the last contender follows itself across
+   odd rounds' boundaries), so a position effect would part even rounds from odd ones.
 """
 
 import glob
@@ -104,9 +106,24 @@ def print_aa(races: dict[str, dict[str, dict[str, float]]]) -> None:
                 print(f"| {call} | {a} / {b} | {len(ratios)} | {median:.3f} | {ratios[worst]:.3f} ({worst}) |")
 
 
+def print_parity(shape: str = "4096x2048") -> None:
+    print(f"| call | {shape.replace('x', ' x ')}: each contender's median µs, even rounds / odd rounds |")
+    print("|---|---|")
+    for call, folder in CALLS.items():
+        cases = json.loads(Path(folder, "race-mm.json").read_text())["payload"]["cases"]
+        case = next(c for c in cases if f"{c['m']}x{c['k']}" == shape)
+        cells = []
+        for label, entry in case["contenders"].items():
+            even, odd = (sorted(x * 1e6 for x in entry["samples_s"][start::2]) for start in (0, 1))
+            cells.append(f"{short_name(label)} {even[len(even) // 2]:.2f} / {odd[len(odd) // 2]:.2f}")
+        print(f"| {call} | {'; '.join(cells)} |")
+
+
 races = {call: race(folder) for call, folder in CALLS.items()}
 print_race(races)
 print()
 print_kernels()
 print()
 print_aa(races)
+print()
+print_parity()
