@@ -173,7 +173,8 @@ def test_the_lean_medium_tables_call_builds_zy_and_f_and_orders_its_steps_by_car
     """LEAN=1 (session 49): the full call needs about 22 minutes, more than sessions with failed starts keep. It builds
     ZY, F and F's sabotage (not M, which F holds), evaluates ZY beside F, and runs #11's race first on an H200 (never
     raced there) and the eval first elsewhere; every step packs on the way, so what ran first is what a cut keeps.
-    SABOTAGE=0 (session 50) drops the sabotage build and test-backend-ops, nothing else."""
+    SABOTAGE=0 (session 50) drops the sabotage build and test-backend-ops, nothing else. Session 52: W (F with the
+    residency cap, the full grid and fill-or-cap) joins the race, is evaluated beside ZY, and carries the sabotage."""
     root, out, record = tmp_path / "repo", tmp_path / "out", tmp_path / "session.txt"
     (root / "scripts" / "device_calls").mkdir(parents=True)
     shutil.copy(REPO / "scripts" / "device_calls" / "issue11-medium-tables.sh", root / "scripts" / "device_calls")
@@ -204,8 +205,10 @@ def test_the_lean_medium_tables_call_builds_zy_and_f_and_orders_its_steps_by_car
         ["fusion-5-stream-zy-y-registers"],
         ["fusion-5-stream-zzz-medium-tables", "fusion-5-stream-zzzz-mmvq-short-tables"],
     )
-    assert names == [zy, zy + f, [*zy, *f, "sabotage-q8-stock-order"]][: 3 if sabotage else 2]
-    assert evaluated.split() == variants.split()[:2]
+    w = [*zy, *f, "fusion-5-stream-zzzzz-residency-cap", "fusion-5-stream-zzzzzz-full-grid"]
+    w.append("fusion-5-stream-zzzzzzz-fill-or-cap")
+    assert names == [zy, zy + f, w, [*w, "sabotage-q8-stock-order"]][: 4 if sabotage else 3]
+    assert evaluated.split() == [variants.split()[0], variants.split()[2]]
     assert [line.split("|")[0] for line in rest] == ["poll", "pack"]
 
 

@@ -16,12 +16,17 @@
 # on an H200 the race first (#11's first race there), elsewhere the eval first. About 16 minutes with the start.
 # LEAN=1 SABOTAGE=0 (session 50, 959 s left after failed starts): the same without F's sabotage build and
 # test-backend-ops, about 12 minutes with the start (stock's build 267 s, each stack about 70 s through ccache).
+# LEAN, session 52 (results/h100-2026-12-07-session52-race-cap-full/): the stack with fusion-5-stream-zzzzz-residency-cap,
+# -zzzzzz-full-grid and -zzzzzzz-fill-or-cap (W, the best of that session's H100 races) joins the race; the eval puts
+# W beside ZY (F alone did not buy decode time in session 50), and the sabotage build is W's. About 70 s more build.
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/../.."
 export PATH=/usr/local/cuda/bin:$PATH
 L1=stack-1-5-stock-order-l1 E=$PWD/patches/experiments
 ZY=$E/fusion-5-stream-zy-y-registers.patch M=$E/fusion-5-stream-zzz-medium-tables.patch
 F=$E/fusion-5-stream-zzzz-mmvq-short-tables.patch
+W="$L1+$ZY+$M+$F+$E/fusion-5-stream-zzzzz-residency-cap.patch+$E/fusion-5-stream-zzzzzz-full-grid.patch"
+W+="+$E/fusion-5-stream-zzzzzzz-fill-or-cap.patch"
 S=$PWD/tests/patches/sabotage-q8-stock-order.patch
 nvidia-smi --query-gpu=name --format=csv,noheader | head -n 1 > "$OUT/card.txt"
 export FOCUS="4" KERNEL_PROGRAMS=none FLA_REFERENCE=0 EVAL_FUSIONS=" " GPU1_STEPS=" "
@@ -29,11 +34,11 @@ export FOCUS="4" KERNEL_PROGRAMS=none FLA_REFERENCE=0 EVAL_FUSIONS=" " GPU1_STEP
 export ROUNDS=${ROUNDS:-3} PROMPTS=512 CHECK_BASE_OPS="MUL_MAT_VEC_FUSION"
 card=$(cat "$OUT/card.txt")
 if [[ "${LEAN:-0}" == 1 ]]; then
-  export VARIANTS="$L1+$ZY $L1+$ZY+$M+$F $L1+$ZY+$M+$F+$S" EVAL_VARIANTS="$L1+$ZY $L1+$ZY+$M+$F"
+  export VARIANTS="$L1+$ZY $L1+$ZY+$M+$F $W $W+$S" EVAL_VARIANTS="$L1+$ZY $W"
   export RACE_TOKENS="${RACE_TOKENS:-1}"
   if [[ $card == *H200* ]]; then order="smoke race-mm eval check-mm"; else order="smoke eval check-mm race-mm"; fi
   if [[ "${SABOTAGE:-1}" == 0 ]]; then  # no sabotage build, no test-backend-ops: about 260 s less
-    VARIANTS="$L1+$ZY $L1+$ZY+$M+$F" order=${order/ check-mm/}
+    VARIANTS="$L1+$ZY $L1+$ZY+$M+$F $W" order=${order/ check-mm/}
   fi
   export GPU0_STEPS="${STEPS:-$order}"
   bash scripts/h200_session.sh /tmp/b run > /tmp/run.log 2>&1
