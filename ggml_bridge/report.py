@@ -38,12 +38,12 @@ def _case_name(case: dict[str, Any]) -> str:
     return f"{case['type']} {case['m']}x{case['k']} n={case['n']}"
 
 
-def control_spreads(result: dict[str, Any]) -> dict[str, float]:
-    """Per timed case, the A/A ratio (slower over faster) of the first contender and its control (``--control``);
-    empty when the sweep had no control."""
-    control = next((v for v in result["variants"] if v.get("control_of")), None)
-    if control is None:
-        return {}
+def _control(result: dict[str, Any]) -> dict[str, Any] | None:
+    """The variant record of the sweep's A/A control (``--control``), or None."""
+    return next((v for v in result["variants"] if v.get("control_of")), None)
+
+
+def _spreads(result: dict[str, Any], control: dict[str, Any]) -> dict[str, float]:
     spreads = {}
     for case in result["payload"]["cases"]:
         first, again = (case["contenders"][label].get("us") for label in (control["control_of"], control["label"]))
@@ -52,13 +52,20 @@ def control_spreads(result: dict[str, Any]) -> dict[str, float]:
     return spreads
 
 
+def control_spreads(result: dict[str, Any]) -> dict[str, float]:
+    """Per timed case, the A/A ratio (slower over faster) of the first contender and its control (``--control``);
+    empty when the sweep had no control."""
+    control = _control(result)
+    return {} if control is None else _spreads(result, control)
+
+
 def control_lines(result: dict[str, Any]) -> list[str]:
     """The A/A spread and, for each variant, its cases faster or slower than the first contender by more than the
     largest A/A ratio of the sweep (the rest are ties); nothing without a control."""
-    spreads = control_spreads(result)
-    if not spreads:
+    control = _control(result)
+    spreads = {} if control is None else _spreads(result, control)
+    if control is None or not spreads:
         return []
-    control = next(v for v in result["variants"] if v.get("control_of"))
     base = control["control_of"]
     worst = max(spreads, key=spreads.__getitem__)
     band = spreads[worst]
