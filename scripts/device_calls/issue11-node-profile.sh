@@ -42,9 +42,9 @@ FULL=$E/fusion-5-stream-zzzzzz-full-grid.patch FILL=$E/fusion-5-stream-zzzzzzz-f
 nvidia-smi --query-gpu=name --format=csv,noheader | head -n 1 > "$OUT/card.txt"
 export FOCUS="4" KERNEL_PROGRAMS=none FLA_REFERENCE=0 EVAL_FUSIONS=" " GPU1_STEPS=" "
 # NODE_SHAPES: the step's default, 3 shapes
-S="$L1+$ZY+$M+$F+$CAP"  # the stack + cap
-export VARIANTS="$S $S+$FULL $S+$FULL+$FILL" GPU0_STEPS="${STEPS:-node-profile}"
-[[ "${SABOTAGE:-0}" != 1 ]] || VARIANTS+=" $S+$FULL+$FILL+$PWD/tests/patches/sabotage-q8-stock-order.patch"
+CAPPED="$L1+$ZY+$M+$F+$CAP" S=$PWD/tests/patches/sabotage-q8-stock-order.patch  # S as in issue11-medium-tables.sh
+export VARIANTS="$CAPPED $CAPPED+$FULL $CAPPED+$FULL+$FILL" GPU0_STEPS="${STEPS:-node-profile}"
+[[ "${SABOTAGE:-0}" != 1 ]] || VARIANTS+=" $CAPPED+$FULL+$FILL+$S"
 bash scripts/h200_session.sh /tmp/b run > /tmp/run.log 2>&1
 bash scripts/h200_session.sh /tmp/b poll $((555 - SECONDS))
 bash scripts/h200_session.sh /tmp/b pack "$OUT"
