@@ -7,7 +7,8 @@
    ratio (slower / faster). The launches are the grids of tests/cpp/q8_stream_grid_test.cu's rule, recomputed below
    from the race's shape for the 132 SMs of these H100s;
 4. 4096 x 2048 by round parity: the rounds alternate the contenders' order (the last contender follows itself across
-   odd rounds' boundaries), so a position effect would part even rounds from odd ones.
+   odd rounds' boundaries), so a position effect would part even rounds from odd ones;
+5. the spread within a contender: each (shape, contender)'s IQR over its 7 rounds, per machine.
 """
 
 import glob
@@ -119,6 +120,20 @@ def print_parity(shape: str = "4096x2048") -> None:
         print(f"| {call} | {'; '.join(cells)} |")
 
 
+def print_iqr() -> None:
+    print("| machine | calls | (shape, contender) pairs | IQR %, median | 90th percentile | largest |")
+    print("|---|---|---:|---:|---:|---:|")
+    for machine, calls in ((1, ("call 1", "call 3")), (2, ("call 5", "call 6"))):
+        iqr = sorted(
+            entry["iqr_pct"]
+            for call in calls
+            for case in json.loads(Path(CALLS[call], "race-mm.json").read_text())["payload"]["cases"]
+            for entry in case["contenders"].values()
+        )
+        row = [len(iqr), iqr[len(iqr) // 2], iqr[int(0.9 * len(iqr))], iqr[-1]]
+        print(f"| {machine} | {', '.join(calls)} | {row[0]} | " + " | ".join(f"{x:.2f}" for x in row[1:]) + " |")
+
+
 races = {call: race(folder) for call, folder in CALLS.items()}
 print_race(races)
 print()
@@ -127,3 +142,5 @@ print()
 print_aa(races)
 print()
 print_parity()
+print()
+print_iqr()
