@@ -35,13 +35,13 @@ def fake_result(times: dict[str, list[float]], control: bool = True) -> dict:
 
 
 def test_the_spread_is_the_ratio_of_the_first_contender_to_itself() -> None:
-    result = fake_result({"stock": [10.0, 20.0, 30.0], CONTROL: [10.2, 19.0, 30.0], "mine": [9.0, 20.5, 25.0]})
+    result = fake_result({"stock": [10.0, 20.0, 30.0], CONTROL: [10.2, 19.0, 30.0], "mine": [9.0, 19.8, 25.0]})
     spreads = control_spreads(result)
     want = {"q8_0 1024x4096 n=1": 1.02, "q8_0 2048x4096 n=1": 20 / 19, "q8_0 3072x4096 n=1": 1}
     assert spreads == pytest.approx(want)
     lines = control_lines(result)
     assert "spread median 2.0%, largest 5.3% (q8_0 2048x4096 n=1)" in lines[0]
-    # 10 / 9 = 1.111 and 30 / 25 = 1.2 are beyond 1.053; 20 / 20.5 is inside it
+    # 10 / 9 = 1.111 and 30 / 25 = 1.2 are beyond 1.053; 20 / 19.8 = 1.010 is faster but inside it: a tie
     assert lines[1] == "- mine: of 3 cases, faster than stock beyond it in 2, slower beyond it in 0, a tie in 1"
     assert "A/A control (stock raced twice" in render(result)
 
