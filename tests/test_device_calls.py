@@ -212,6 +212,59 @@ def test_the_lean_medium_tables_call_builds_zy_and_f_and_orders_its_steps_by_car
     assert [line.split("|")[0] for line in rest] == ["poll", "pack"]
 
 
+@pytest.mark.parametrize(
+    ("fill_only", "sabotage", "expected"),
+    [
+        (False, False, ["cap", "full", "fill"]),
+        (False, True, ["cap", "full", "fill", "fill+S"]),
+        (True, True, ["fill", "fill+S"]),
+        (True, False, ["fill"]),
+    ],
+    ids=["all", "all-sabotage", "fill-only-sabotage", "fill-only"],
+)
+def test_the_node_profile_call_builds_the_capped_stacks_or_fill_or_cap_alone(
+    tmp_path: Path, fill_only: bool, sabotage: bool, expected: list[str]
+) -> None:
+    """issue11-node-profile.sh builds the capped stack, + full grid and + fill-or-cap (session 52); SABOTAGE=1 adds
+    fill-or-cap under the sabotage patch, and FILL_ONLY=1 (session 53, for check-mm after the cap and the full grid
+    passed test-backend-ops) keeps fill-or-cap and its sabotage build only."""
+    root, out, record = tmp_path / "repo", tmp_path / "out", tmp_path / "session.txt"
+    (root / "scripts" / "device_calls").mkdir(parents=True)
+    shutil.copy(REPO / "scripts" / "device_calls" / "issue11-node-profile.sh", root / "scripts" / "device_calls")
+    (root / "scripts" / "h200_session.sh").write_text(f'echo "$2|$GPU0_STEPS|$VARIANTS" >>"{record}"\n')
+    stub = tmp_path / "bin"
+    _stub(stub, "nvidia-smi", 'echo "NVIDIA H100 80GB HBM3"\n')
+    out.mkdir()
+    env = {**os.environ, "OUT": str(out), "PATH": f"{stub}:{os.environ['PATH']}", "STEPS": "check-mm"}
+    env.update({"FILL_ONLY": "1" if fill_only else "0", "SABOTAGE": "1" if sabotage else "0"})
+    script = root / "scripts" / "device_calls" / "issue11-node-profile.sh"
+    done = subprocess.run(["bash", str(script)], capture_output=True, text=True, env=env, timeout=60)
+    assert done.returncode == 0, done.stderr
+    run, *rest = record.read_text().splitlines()
+    step, steps, variants = run.split("|")
+    assert (step, steps) == ("run", "check-mm")
+    short = {
+        "fusion-5-stream-zzzzz-residency-cap": "cap",
+        "fusion-5-stream-zzzzzz-full-grid": "full",
+        "fusion-5-stream-zzzzzzz-fill-or-cap": "fill",
+        "sabotage-q8-stock-order": "S",
+    }
+    labels = []
+    for spec in variants.split():
+        parts = [Path(part).stem for part in spec.split("+")]
+        assert parts[:5] == [
+            "stack-1-5-stock-order-l1",
+            "fusion-5-stream-zy-y-registers",
+            "fusion-5-stream-zzz-medium-tables",
+            "fusion-5-stream-zzzz-mmvq-short-tables",
+            "fusion-5-stream-zzzzz-residency-cap",
+        ]
+        tail = [short[p] for p in parts[5:]]  # e.g. ["full", "fill", "S"]: labelled by its last patch, "fill+S"
+        labels.append("cap" if not tail else "fill+S" if tail[-1] == "S" else tail[-1])
+    assert labels == expected
+    assert [line.split("|")[0] for line in rest] == ["poll", "pack"]
+
+
 def test_the_floor_trace_call_profiles_each_shape_of_the_timing_program(tmp_path: Path) -> None:
     """issue11-floor-trace.sh (session 49): the timing program once per shape under nsys, each export profiled by
     fusekit profile (the real one, on a synthetic export) and packed as .sqlite.xz beside the program's own JSON, all in

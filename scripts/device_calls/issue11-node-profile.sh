@@ -44,6 +44,9 @@ export FOCUS="4" KERNEL_PROGRAMS=none FLA_REFERENCE=0 EVAL_FUSIONS=" " GPU1_STEP
 # NODE_SHAPES: the step's default, 3 shapes
 CAPPED="$L1+$ZY+$M+$F+$CAP" S=$PWD/tests/patches/sabotage-q8-stock-order.patch  # S as in issue11-medium-tables.sh
 export VARIANTS="$CAPPED $CAPPED+$FULL $CAPPED+$FULL+$FILL" GPU0_STEPS="${STEPS:-node-profile}"
+# FILL_ONLY=1 (session 53): fill-or-cap alone (with SABOTAGE=1 its sabotage build too), e.g. for check-mm when the cap
+# and the full grid passed test-backend-ops already (session 52)
+[[ "${FILL_ONLY:-0}" != 1 ]] || VARIANTS="$CAPPED+$FULL+$FILL"
 [[ "${SABOTAGE:-0}" != 1 ]] || VARIANTS+=" $CAPPED+$FULL+$FILL+$S"
 bash scripts/h200_session.sh /tmp/b run > /tmp/run.log 2>&1
 bash scripts/h200_session.sh /tmp/b poll $((555 - SECONDS))
