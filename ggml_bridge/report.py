@@ -91,6 +91,28 @@ def control_lines(result: dict[str, Any]) -> list[str]:
     return lines
 
 
+def process_lines(result: dict[str, Any]) -> list[str]:
+    """With --processes N > 1: how far each contender's processes parted (the spread between their medians, as a
+    share of their median), over the sweep's timed cases; nothing with one process a contender."""
+    processes = result["payload"]["spec"].get("processes", 1)
+    if processes < 2:
+        return []
+    lines = [f"each contender timed in {processes} processes, rounds pooled; spread between its processes' medians:"]
+    for variant in result["variants"]:
+        spreads = {
+            _case_name(case): entry["process_spread_pct"]
+            for case in result["payload"]["cases"]
+            if "process_spread_pct" in (entry := case["contenders"][variant["label"]])
+        }
+        if spreads:
+            worst = max(spreads, key=spreads.__getitem__)
+            lines.append(
+                f"- {variant['label']}: median {statistics.median(spreads.values()):.1f}%, "
+                f"largest {spreads[worst]:.1f}% ({worst})"
+            )
+    return lines
+
+
 def render(result: dict[str, Any]) -> str:
     """Header lines, one row per (type, shape, tokens, contender), and the skipped shapes."""
     p = result["payload"]
@@ -98,6 +120,8 @@ def render(result: dict[str, Any]) -> str:
     labels = [v["label"] for v in result["variants"]]
     dev = p["device"]
     mode = "checks only" if spec["check_only"] else f"{spec['rounds']} rounds × {spec['reps']} graph runs each"
+    if spec.get("processes", 1) > 1 and not spec["check_only"]:
+        mode += f" in each of {spec['processes']} processes a contender"
     if spec["sabotage"]:
         mode += "; SABOTAGE MODE (packed weights corrupted)"
     lines = [
@@ -137,7 +161,7 @@ def render(result: dict[str, Any]) -> str:
             )
     headers = ["type", "MxK", "n", "variant", "check (nmse)", "us", "IQR%", "GB/s", "%roof", "TFLOP/s"]
     lines += ["", table([*headers, f"x vs {labels[0]}", "copies"], rows)]
-    spread = control_lines(result)
+    spread = control_lines(result) + process_lines(result)
     if spread:
         lines += ["", *spread]
     if p.get("skipped"):

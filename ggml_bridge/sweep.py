@@ -1,7 +1,10 @@
-"""A sweep: contenders (one worker process each) × weight types × shapes × token counts, checked then timed.
+"""A sweep: contenders (one or more worker processes each) × weight types × shapes × token counts, checked then timed.
 
-Rounds are interleaved: round r asks every contender for one block of timed graph computes,
+Rounds are interleaved: round r asks every worker for one block of timed graph computes,
 alternating which goes first, so drift in clocks or neighbours spreads over all of them.
+With ``processes`` > 1 each contender is timed in that many processes and its rounds are pooled: a process keeps
+an offset of its own for the whole sweep (session 53 measured up to 3-5% between two processes of one build), which
+no number of rounds inside one process averages out.
 """
 
 from __future__ import annotations
@@ -54,6 +57,7 @@ class SweepSpec:
     min_nodes: int = 32
     threads: int | None = None
     seed: int = 1234
+    processes: int = 1  # worker processes per contender, timed side by side; checks run in the first only
 
     def describe(self) -> dict[str, Any]:
         d = asdict(self)
@@ -127,6 +131,18 @@ def plan_copies(weight_bytes: int, cache_bytes: int, override: int | None) -> in
     return max(1, math.ceil(4 * cache_bytes / max(weight_bytes, 1)))
 
 
+def by_contender(samples: list[list[float]], contenders: int) -> list[list[list[float]]]:
+    """Per-worker samples (process p of contender c at p * contenders + c) regrouped: contender -> process -> rounds."""
+    return [samples[c::contenders] for c in range(contenders)]
+
+
+def process_spread(per_process: list[list[float]]) -> dict[str, Any]:
+    """Each process's median (µs) and their spread, (largest - smallest) / their median in %."""
+    medians = [float(np.median(block)) * 1e6 for block in per_process]
+    middle = float(np.median(medians))
+    return {"process_us": medians, "process_spread_pct": 100.0 * (max(medians) - min(medians)) / middle}
+
+
 def _interleaved(
     workers: list[WorkerProcess], rounds: int, ask: Callable[[WorkerProcess], list[float]]
 ) -> list[list[float]]:
@@ -145,11 +161,12 @@ def run_sweep(
     contenders: list[Contender], spec: SweepSpec, pairs: list[tuple[str, Shape]], progress: Progress
 ) -> dict[str, Any]:
     """Check (and unless check-only, time) every (type, shape) for every contender; the payload of a result."""
-    workers: list[WorkerProcess] = []
+    workers: list[WorkerProcess] = []  # process p of contender c at index p * len(contenders) + c
     try:
-        for c in contenders:
-            workers.append(WorkerProcess(c, spec.device, spec.threads))
-        infos = [w.call("info") for w in workers]
+        for _ in range(spec.processes):
+            for c in contenders:
+                workers.append(WorkerProcess(c, spec.device, spec.threads))
+        infos = [w.call("info") for w in workers[: len(contenders)]]
         device = infos[0]
         cache = spec.l2_bytes or device["cache_bytes"] or DEFAULT_CACHE
         cache_source = "--l2" if spec.l2_bytes else (device["cache_source"] if device["cache_bytes"] else "default")
@@ -192,7 +209,8 @@ def _roofline(
     for w in workers:
         w.call("time_release")
     out = {}
-    for c, s in zip(contenders, samples, strict=True):
+    for c, per_process in zip(contenders, by_contender(samples, len(contenders)), strict=True):
+        s = [x for block in per_process for x in block]
         stats = summarize(s)
         out[c.label] = {"bytes_copied": nbytes, "samples_s": s, **stats, "gb_s": 2 * nbytes / stats["median"] / 1e9}
     out["gb_s"] = max(v["gb_s"] for v in out.values() if isinstance(v, dict))
@@ -213,16 +231,24 @@ def _run_case(
     seed = spec.seed * 1000 + index
     all_tokens = sorted(set(spec.tokens) | set(spec.check_tokens))
     checks = [[n, seed * 100 + j + 1] for j, n in enumerate(all_tokens)]
-    prepared = [
-        w.call("prepare", type_name=type_name, m=shape.m, k=shape.k, seed=seed, checks=checks, corrupt=spec.sabotage)
-        for w in workers
-    ]
+    prepared = [  # the checks in each contender's first process; the others only quantize the same weights
+        w.call(
+            "prepare",
+            type_name=type_name,
+            m=shape.m,
+            k=shape.k,
+            seed=seed,
+            checks=checks if i < len(contenders) else [],
+            corrupt=spec.sabotage,
+        )
+        for i, w in enumerate(workers)
+    ][: len(contenders)]
     for c, prep in zip(contenders, prepared, strict=True):
         payload["checks"] += [{"contender": c.label, **x} for x in prep["checks"]]
     if shape.experts_per_token:
         n_used = shape.experts_per_token
         id_tokens = [n for n in all_tokens if n <= 64]
-        for c, w in zip(contenders, workers, strict=True):
+        for c, w in zip(contenders, workers[: len(contenders)], strict=True):
             found = w.call(
                 "check_id",
                 type_name=type_name,
@@ -262,8 +288,12 @@ def _run_case(
                 w.call("time_release")
             row.update(copies=copies, nodes=nodes, weight_bytes=weight_bytes, activation_bytes=n * shape.k * 4)
             roof = payload.get("roofline", {}).get("gb_s")
-            for c, s in zip(contenders, samples, strict=True):
-                row["contenders"][c.label].update(_metrics(s, weight_bytes + n * shape.k * 4, shape, n, roof))
+            for c, per_process in zip(contenders, by_contender(samples, len(contenders)), strict=True):
+                pooled = [x for block in per_process for x in block]
+                entry = _metrics(pooled, weight_bytes + n * shape.k * 4, shape, n, roof)
+                if spec.processes > 1:
+                    entry.update(process_spread(per_process))
+                row["contenders"][c.label].update(entry)
         cases.append(row)
     return cases
 

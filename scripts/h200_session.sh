@@ -447,7 +447,8 @@ case "$STEP" in
     # a sabotage patch on the whole shape table, RACE_TYPES (q8_0) at RACE_TOKENS (1,2,4,8); then each sabotaged
     # variant's bridge check, which must fail. Contenders are named by their spec (patch files by their stem).
     # Stock is raced twice (--control, an A/A control: session 52 saw identical launches in two builds differ by up to
-    # 3%); RACE_CONTROL=0 drops it.
+    # 3%); RACE_CONTROL=0 drops it. RACE_PROCESSES=N (session 53: stock and its control, one build in two processes,
+    # differed by up to 2.7-4.5% on medium shapes) times each contender in N processes with their rounds pooled.
     use_fusekit
     smi race-mm
     libs=(--lib-dir "stock=$(bin_of stock)") saboteurs=()
@@ -456,6 +457,7 @@ case "$STEP" in
       if sabotaged "$spec"; then saboteurs+=("$spec"); else libs+=(--lib-dir "$(spec_name "$spec")=$(bin_of "$(spec_label "$spec")")"); fi
     done
     [[ "${RACE_CONTROL:-1}" == 0 ]] || libs+=(--control)
+    libs+=(--processes "${RACE_PROCESSES:-1}")
     python3 -m ggml_bridge mulmat "${libs[@]}" --backend CUDA0 --types "${RACE_TYPES:-q8_0}" --shapes seed \
       --tokens "${RACE_TOKENS:-1,2,4,8}" --check-tokens 1,2,3,8,64 --out "$B/results/race-mm.json" \
       >"$B/results/race-mm.txt" 2>"$B/logs/race-mm.log" || echo "race-mm: the bridge exited $? (log logs/race-mm.log)"

@@ -605,8 +605,9 @@ def test_race_mm_races_the_variants_against_stock_and_judges_the_sabotage_by_its
     assert f"--lib-dir stock={trees}/stock/build-cuda-sm90/bin --lib-dir fusion-5={trees}/fusion-5/build" in race
     assert f"--lib-dir fusion-5+fusion-5-thing={trees}/fusion-5+fusion-5-thing/build-cuda-sm90/bin --control" in race
     assert "sabotage" not in race and "--tokens 1,2,4,8 --check-tokens 1,2,3,8,64" in race
-    assert "/bin --control --backend CUDA0" in race  # stock raced twice: the A/A control
-    assert " --control " not in check
+    # stock raced twice (the A/A control), each contender in RACE_PROCESSES processes (default 1)
+    assert "/bin --control --processes 1 --backend CUDA0" in race
+    assert " --control " not in check and " --processes " not in check
     assert (
         check.startswith("-m ggml_bridge mulmat --lib-dir fusion-5+fusion-5-thing+sabotage-thing=")
         and " --check " in check

@@ -1,0 +1,63 @@
+"""``fusekit bench mulmat --processes N``: each contender timed in N worker processes with their rounds pooled, and
+the report's spread between a contender's processes (session 53: stock and its A/A control, one build in two
+processes, differed by up to 2.7-4.5% on medium shapes, far more than the rounds inside one process spread)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from evals.results import read_result
+from fusekit.build import BuildResult
+from ggml_bridge.report import process_lines, render
+from ggml_bridge.sweep import by_contender, process_spread
+
+from .test_bridge_cli import TINY, one_error_line, run
+from .test_bridge_control import fake_result
+
+
+def test_worker_samples_regroup_by_contender_then_process() -> None:
+    # three contenders a, b, c in two processes: workers a0 b0 c0 a1 b1 c1
+    samples = [[1.0], [2.0], [3.0], [1.5], [2.5], [3.5]]
+    assert by_contender(samples, 3) == [[[1.0], [1.5]], [[2.0], [2.5]], [[3.0], [3.5]]]
+
+
+def test_the_process_spread_is_the_range_of_their_medians_over_their_median() -> None:
+    spread = process_spread([[10e-6, 11e-6, 12e-6], [10.2e-6, 10.4e-6, 10.6e-6], [9.9e-6, 10.0e-6, 10.1e-6]])
+    assert spread["process_us"] == pytest.approx([11.0, 10.4, 10.0])
+    assert spread["process_spread_pct"] == pytest.approx(100 * (11.0 - 10.0) / 10.4)
+
+
+def test_the_report_names_each_contenders_largest_process_spread() -> None:
+    result = fake_result({"stock": [10.0, 20.0, 30.0], "mine": [9.0, 19.0, 28.0]}, control=False)
+    assert process_lines(result) == []  # one process a contender: no line
+    result["payload"]["spec"]["processes"] = 3
+    for i, case in enumerate(result["payload"]["cases"]):
+        case["contenders"]["stock"]["process_spread_pct"] = [1.0, 4.0, 2.0][i]
+        case["contenders"]["mine"]["process_spread_pct"] = [0.5, 0.5, 3.0][i]
+    lines = process_lines(result)
+    assert lines[0].startswith("each contender timed in 3 processes")
+    assert lines[1] == "- stock: median 2.0%, largest 4.0% (q8_0 2048x4096 n=1)"
+    assert lines[2] == "- mine: median 0.5%, largest 3.0% (q8_0 3072x4096 n=1)"
+    assert "in each of 3 processes a contender" in render(result)
+
+
+@pytest.mark.slow
+def test_processes_time_stock_in_two_workers_on_the_cpu(stock_build: BuildResult, tmp_path: Path) -> None:
+    lib = ["--lib-dir", f"stock={stock_build.bin_dir}", "--backend", "CPU", "--threads", "1"]
+    out = tmp_path / "two.json"
+    code, output = run("bench", "mulmat", *lib, "--types", "q8_0", *TINY, "--processes", "2", "--out", str(out))
+    assert code == 0, output
+    result = read_result(out)
+    assert result["payload"]["spec"]["processes"] == 2
+    for case in result["payload"]["cases"]:
+        entry = case["contenders"]["stock"]
+        assert len(entry["samples_s"]) == 2 * 2  # 2 rounds in each of 2 processes, pooled
+        assert len(entry["process_us"]) == 2 and entry["process_spread_pct"] >= 0
+        assert entry["check"]["passed"]
+    # the checks ran in the first process only: as many as one process gives (3 token counts, 1 shape)
+    assert len(result["payload"]["checks"]) == 3
+    assert "each contender timed in 2 processes" in output
+    code, output = run("bench", "mulmat", *lib, "--types", "q8_0", *TINY, "--processes", "2", "--check")
+    assert code != 0 and "--processes times each contender" in one_error_line(output)
