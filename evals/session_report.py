@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from fusekit.errors import FusekitError
-from ggml_bridge.report import check_counts, control_lines, expected_to_fail
+from ggml_bridge.report import check_counts, control_lines, expected_to_fail, process_lines
 
 from .baseline_report import fmt_us
 from .checkpoint import final_name_of
@@ -699,7 +699,9 @@ def _race_of(path: Path, title: str) -> list[str]:
     if roof:
         copies = ", ".join(f"{label} {roof[label]['gb_s']:,.0f} GB/s" for label in labels if label in roof)
         out.append(f"Copy roofline (read + write) measured in the same run: {copies}.")
-    spread = control_lines(result)  # with --control: the A/A spread, and each variant's cases beyond it
+    # with --control: the A/A spread, and each variant's cases beyond it; with --processes N: the spread between
+    # each contender's processes, and each variant's verdicts by its interval over them
+    spread = control_lines(result) + process_lines(result)
     out += [*spread, ""] if spread else []
     out += _race_pair(payload["cases"], labels[:2])
     for other in labels[2:]:

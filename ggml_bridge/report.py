@@ -5,6 +5,7 @@ from __future__ import annotations
 import statistics
 from typing import Any
 
+from evals.stats import CONFIDENCE, RatioEstimate, grouped_ratio_estimate
 from fusekit.console import table
 
 from .constants import CONTROL_TYPES
@@ -91,10 +92,33 @@ def control_lines(result: dict[str, Any]) -> list[str]:
     return lines
 
 
+def _processes(result: dict[str, Any]) -> int:
+    return int(result["payload"]["spec"].get("processes", 1))
+
+
+def split_by_process(entry: dict[str, Any], processes: int) -> list[list[float]]:
+    """A contender's samples split by process: ``samples_s`` holds process 0's rounds, then process 1's, ..."""
+    samples = entry["samples_s"]
+    size = len(samples) // processes
+    return [samples[p * size : (p + 1) * size] for p in range(processes)]
+
+
+def speedup_estimate(result: dict[str, Any], case: dict[str, Any], label: str) -> RatioEstimate | None:
+    """The first contender's time over ``label``'s (a speed-up) with its interval over processes (a two-level
+    bootstrap: processes, then rounds; evals.stats), or None with one process a contender or no timing."""
+    processes = _processes(result)
+    base = result["variants"][0]["label"]
+    first, other = case["contenders"][base], case["contenders"][label]
+    if processes < 2 or "samples_s" not in first or "samples_s" not in other:
+        return None
+    # as grouped_ratio_estimate's variant / stock of medians: the base's times over the contender's
+    return grouped_ratio_estimate(split_by_process(other, processes), split_by_process(first, processes))
+
+
 def process_lines(result: dict[str, Any]) -> list[str]:
     """With --processes N > 1: how far each contender's processes parted (the spread between their medians, as a
     share of their median), over the sweep's timed cases; nothing with one process a contender."""
-    processes = result["payload"]["spec"].get("processes", 1)
+    processes = _processes(result)
     if processes < 2:
         return []
     lines = [f"each contender timed in {processes} processes, rounds pooled; spread between its processes' medians:"]
@@ -109,6 +133,21 @@ def process_lines(result: dict[str, Any]) -> list[str]:
             lines.append(
                 f"- {variant['label']}: median {statistics.median(spreads.values()):.1f}%, "
                 f"largest {spreads[worst]:.1f}% ({worst})"
+            )
+    base = result["variants"][0]["label"]
+    interval = f"{100 * CONFIDENCE:.0f}% interval over processes (two-level bootstrap)"
+    lines.append(f"speed-up over {base} with its {interval}:")
+    for variant in result["variants"][1:]:
+        verdicts = [
+            estimate.verdict
+            for case in result["payload"]["cases"]
+            if (estimate := speedup_estimate(result, case, variant["label"])) is not None
+        ]
+        if verdicts:
+            faster, slower = verdicts.count("faster"), verdicts.count("slower")
+            lines.append(
+                f"- {variant['label']}: of {len(verdicts)} cases, faster than {base} in {faster}, slower in {slower}, "
+                f"the interval holds 1 in {len(verdicts) - faster - slower}"
             )
     return lines
 
@@ -143,6 +182,9 @@ def render(result: dict[str, Any]) -> str:
             verdict = f"{'ok' if chk['passed'] else 'FAIL'} {chk['nmse']:.1e}"
             us = e.get("us")
             speed = f"{base_us / us:.3f}" if (us and base_us and label != labels[0]) else ""
+            estimate = speedup_estimate(result, case, label) if speed else None
+            if estimate is not None:
+                speed += f" [{estimate.low:.3f}, {estimate.high:.3f}]"
             rows.append(
                 [
                     case["type"],

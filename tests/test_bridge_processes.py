@@ -6,11 +6,12 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from evals.results import read_result
 from fusekit.build import BuildResult
-from ggml_bridge.report import process_lines, render
+from ggml_bridge.report import process_lines, render, speedup_estimate, split_by_process
 from ggml_bridge.sweep import by_contender, process_spread
 
 from .test_bridge_cli import TINY, one_error_line, run
@@ -21,6 +22,11 @@ def test_worker_samples_regroup_by_contender_then_process() -> None:
     # three contenders a, b, c in two processes: workers a0 b0 c0 a1 b1 c1
     samples = [[1.0], [2.0], [3.0], [1.5], [2.5], [3.5]]
     assert by_contender(samples, 3) == [[[1.0], [1.5]], [[2.0], [2.5]], [[3.0], [3.5]]]
+
+
+def test_the_report_splits_pooled_samples_back_by_process() -> None:
+    # the sweep pools process 0's rounds, then process 1's, ... (checked against process_us on the CPU below)
+    assert split_by_process({"samples_s": [1, 2, 3, 4, 5, 6]}, 3) == [[1, 2], [3, 4], [5, 6]]
 
 
 def test_the_process_spread_is_the_range_of_their_medians_over_their_median() -> None:
@@ -43,6 +49,37 @@ def test_the_report_names_each_contenders_largest_process_spread() -> None:
     assert "in each of 3 processes a contender" in render(result)
 
 
+def _timed(times: dict[str, list[list[float]]]) -> dict:
+    """A one-case result whose contenders were timed in processes: label -> each process's rounds (µs)."""
+    result = fake_result({label: [1.0] for label in times}, control=False)
+    result["payload"]["spec"]["processes"] = len(next(iter(times.values())))
+    for label, per_process in times.items():
+        entry = result["payload"]["cases"][0]["contenders"][label]
+        entry["samples_s"] = [x * 1e-6 for block in per_process for x in block]
+        entry["us"] = float(np.median([x for block in per_process for x in block]))
+        entry["process_spread_pct"] = 0.0
+    return result
+
+
+def test_a_speed_up_beyond_every_process_is_faster_and_one_inside_their_spread_a_tie() -> None:
+    stock = [[10.0, 10.1, 10.0], [10.4, 10.5, 10.4], [9.8, 9.9, 9.8]]  # three processes, offsets up to 7%
+    clear = [[9.0, 9.1, 9.0], [9.2, 9.1, 9.2], [8.9, 9.0, 8.9]]  # 10% faster than every stock process
+    inside = [[9.8, 9.8, 9.9], [10.0, 10.1, 10.0], [9.7, 9.8, 9.7]]  # 2% faster: inside stock's process spread
+    result = _timed({"stock": stock, "clear": clear, "inside": inside})
+    case = result["payload"]["cases"][0]
+    fast = speedup_estimate(result, case, "clear")
+    assert fast is not None and fast.verdict == "faster" and fast.low > 1.05
+    assert fast.ratio == pytest.approx(10.0 / 9.0)  # pooled medians: stock 10.0, clear 9.0
+    tie = speedup_estimate(result, case, "inside")
+    assert tie is not None and tie.verdict == "same" and tie.low < 1 < tie.high
+    lines = process_lines(result)
+    assert "- clear: of 1 cases, faster than stock in 1, slower in 0, the interval holds 1 in 0" in lines
+    assert "- inside: of 1 cases, faster than stock in 0, slower in 0, the interval holds 1 in 1" in lines
+    assert "1.111 [" in render(result)  # the table's speed-up carries its interval
+    result["payload"]["spec"]["processes"] = 1
+    assert speedup_estimate(result, case, "clear") is None  # one process a contender: no interval
+
+
 @pytest.mark.slow
 def test_processes_time_stock_in_two_workers_on_the_cpu(stock_build: BuildResult, tmp_path: Path) -> None:
     lib = ["--lib-dir", f"stock={stock_build.bin_dir}", "--backend", "CPU", "--threads", "1"]
@@ -55,6 +92,10 @@ def test_processes_time_stock_in_two_workers_on_the_cpu(stock_build: BuildResult
         entry = case["contenders"]["stock"]
         assert len(entry["samples_s"]) == 2 * 2  # 2 rounds in each of 2 processes, pooled
         assert len(entry["process_us"]) == 2 and entry["process_spread_pct"] >= 0
+        # samples_s holds process 0's rounds, then process 1's (the report splits it so)
+        assert [np.median(entry["samples_s"][p * 2 : p * 2 + 2]) * 1e6 for p in (0, 1)] == pytest.approx(
+            entry["process_us"]
+        )
         assert entry["check"]["passed"]
     # the checks ran in the first process only: as many as one process gives (3 token counts, 1 shape)
     assert len(result["payload"]["checks"]) == 3
