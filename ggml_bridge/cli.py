@@ -82,8 +82,9 @@ def bench() -> None:
     default=1,
     show_default=True,
     help="Time each contender in this many worker processes side by side and pool their rounds. One process keeps "
-    "an offset of its own for the whole sweep (up to 3-5%% between two processes of one build on an H100), which "
-    "more rounds do not average out; the report gives the spread between each contender's processes.",
+    "an offset of its own for the whole sweep (up to 3-5% between two processes of one build on an H100), which "
+    "more rounds do not average out; the report gives the spread between each contender's processes and each "
+    "speed-up's 95% interval over them.",
 )
 @click.option(
     "--out",

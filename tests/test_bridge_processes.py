@@ -18,6 +18,11 @@ from .test_bridge_cli import TINY, one_error_line, run
 from .test_bridge_control import fake_result
 
 
+def test_the_help_explains_processes() -> None:
+    code, output = run("bench", "mulmat", "--help")
+    assert code == 0 and "--processes" in output and "3-5% between two processes" in " ".join(output.split())
+
+
 def test_worker_samples_regroup_by_contender_then_process() -> None:
     # three contenders a, b, c in two processes: workers a0 b0 c0 a1 b1 c1
     samples = [[1.0], [2.0], [3.0], [1.5], [2.5], [3.5]]
