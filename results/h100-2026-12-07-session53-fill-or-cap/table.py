@@ -4,8 +4,9 @@
    + cap + full grid + fill-or-cap), with each variant's range of stock/variant over the two calls;
 2. the A/A pairs of each call: stock against its control (same build, two processes) on every shape, and fill-or-cap
    against the build whose launch it shares (the cap where the plain grid has at most 3 CTAs an SM, else the full
-   grid; the rule of tests/cpp/q8_stream_grid_test.cu, recomputed below for the 132 SMs of this H100): per shape the
-   slower / faster ratio, so that the spread between builds can be set beside the spread of one build;
+   grid; the rule of tests/cpp/q8_stream_grid_test.cu, recomputed below for the 132 SMs of this H100). Per shape a
+   signed time ratio (its sign changes from shape to shape within one pair of processes); over the shapes the median
+   and largest slower / faster ratio, to set the spread between builds beside the spread of one build;
 3. the spread within a contender: each (shape, contender)'s IQR over its 7 rounds, per call.
 """
 
@@ -66,12 +67,12 @@ def print_race(races: dict[str, dict[str, dict[str, float]]]) -> None:
 
 
 def print_aa(races: dict[str, dict[str, dict[str, float]]]) -> None:
-    print("| shape | stock µs | fill shares | stock / control, call 3 | call 6 | fill / its twin, call 3 | call 6 |")
+    print("| shape | stock µs | fill shares | control / stock, call 3 | call 6 | fill / its twin, call 3 | call 6 |")
     print("|---|---:|---|---:|---:|---:|---:|")
-    for shape in races["call 3"]:
+    for shape in races["call 3"]:  # signed here (time over time): above 1, the control or fill took longer
         twin = fill_shares(int(shape.split("x")[0]))
-        row = [ratio(races[c][shape], "stock", "control") for c in CALLS]
-        row += [ratio(races[c][shape], "fill", twin) for c in CALLS]
+        row = [races[c][shape]["control"] / races[c][shape]["stock"] for c in CALLS]
+        row += [races[c][shape]["fill"] / races[c][shape][twin] for c in CALLS]
         stock = races["call 3"][shape]["stock"]
         print(f"| {shape.replace('x', ' x ')} | {stock:.2f} | {twin} | " + " | ".join(f"{r:.3f}" for r in row) + " |")
     for call in CALLS:
@@ -85,7 +86,7 @@ def print_aa(races: dict[str, dict[str, dict[str, float]]]) -> None:
             ratios = sorted(pairs.values())
             medium = sorted(r for shape, r in pairs.items() if races[call][shape]["stock"] >= 5.0)
             print(
-                f"\n{call}, {label}: median {ratios[len(ratios) // 2]:.3f}, largest {ratios[-1]:.3f}; shapes of 5 µs "
+                f"\n- {call}, {label}: median {ratios[len(ratios) // 2]:.3f}, largest {ratios[-1]:.3f}; shapes of 5 µs "
                 f"or more ({len(medium)}): median {medium[len(medium) // 2]:.3f}, largest {medium[-1]:.3f}",
                 end="",
             )
