@@ -64,8 +64,8 @@ def control_lines(result: dict[str, Any]) -> list[str]:
     """The A/A spread and, for each variant, its cases faster or slower than the first contender by more than the
     largest A/A ratio of the sweep (the rest are ties); nothing without a control."""
     control = _control(result)
-    spreads = {} if control is None else _spreads(result, control)
-    if control is None or not spreads:
+    spreads = _spreads(result, control) if control is not None else {}
+    if control is None or not spreads:  # no control, or a check-only sweep
         return []
     base = control["control_of"]
     worst = max(spreads, key=spreads.__getitem__)
@@ -115,9 +115,24 @@ def speedup_estimate(result: dict[str, Any], case: dict[str, Any], label: str) -
     return grouped_ratio_estimate(split_by_process(other, processes), split_by_process(first, processes))
 
 
-def process_lines(result: dict[str, Any]) -> list[str]:
+def speedup_estimates(result: dict[str, Any]) -> dict[tuple[str, str], RatioEstimate]:
+    """(case name, contender label) -> :func:`speedup_estimate` for every contender after the first; empty with one
+    process a contender. Computed once for the table and the verdict lines (each is a bootstrap)."""
+    if _processes(result) < 2:
+        return {}
+    estimates = {}
+    for case in result["payload"]["cases"]:
+        for variant in result["variants"][1:]:
+            estimate = speedup_estimate(result, case, variant["label"])
+            if estimate is not None:
+                estimates[(_case_name(case), variant["label"])] = estimate
+    return estimates
+
+
+def process_lines(result: dict[str, Any], estimates: dict[tuple[str, str], RatioEstimate] | None = None) -> list[str]:
     """With --processes N > 1: how far each contender's processes parted (the spread between their medians, as a
-    share of their median), over the sweep's timed cases; nothing with one process a contender."""
+    share of their median), over the sweep's timed cases, and each variant's verdicts by its interval (``estimates``,
+    from :func:`speedup_estimates` when not given); nothing with one process a contender."""
     processes = _processes(result)
     if processes < 2:
         return []
@@ -137,12 +152,9 @@ def process_lines(result: dict[str, Any]) -> list[str]:
     base = result["variants"][0]["label"]
     interval = f"{100 * CONFIDENCE:.0f}% interval over processes (two-level bootstrap)"
     lines.append(f"speed-up over {base} with its {interval}:")
+    estimates = speedup_estimates(result) if estimates is None else estimates
     for variant in result["variants"][1:]:
-        verdicts = [
-            estimate.verdict
-            for case in result["payload"]["cases"]
-            if (estimate := speedup_estimate(result, case, variant["label"])) is not None
-        ]
+        verdicts = [estimate.verdict for (_, label), estimate in estimates.items() if label == variant["label"]]
         if verdicts:
             faster, slower = verdicts.count("faster"), verdicts.count("slower")
             lines.append(
@@ -159,8 +171,8 @@ def render(result: dict[str, Any]) -> str:
     labels = [v["label"] for v in result["variants"]]
     dev = p["device"]
     mode = "checks only" if spec["check_only"] else f"{spec['rounds']} rounds × {spec['reps']} graph runs each"
-    if spec.get("processes", 1) > 1 and not spec["check_only"]:
-        mode += f" in each of {spec['processes']} processes a contender"
+    if _processes(result) > 1 and not spec["check_only"]:
+        mode += f" in each of {_processes(result)} processes a contender"
     if spec["sabotage"]:
         mode += "; SABOTAGE MODE (packed weights corrupted)"
     lines = [
@@ -173,6 +185,7 @@ def render(result: dict[str, Any]) -> str:
     if roof:
         lines.append(f"memory roofline (f32 copy, read + write): {roof['gb_s']:.1f} GB/s")
         lines.append(f"time per node = {p['timing_includes']}")
+    estimates = speedup_estimates(result)
     rows = []
     for case in p["cases"]:
         base_us = case["contenders"].get(labels[0], {}).get("us")
@@ -182,7 +195,7 @@ def render(result: dict[str, Any]) -> str:
             verdict = f"{'ok' if chk['passed'] else 'FAIL'} {chk['nmse']:.1e}"
             us = e.get("us")
             speed = f"{base_us / us:.3f}" if (us and base_us and label != labels[0]) else ""
-            estimate = speedup_estimate(result, case, label) if speed else None
+            estimate = estimates.get((_case_name(case), label)) if speed else None
             if estimate is not None:
                 speed += f" [{estimate.low:.3f}, {estimate.high:.3f}]"
             rows.append(
@@ -203,7 +216,7 @@ def render(result: dict[str, Any]) -> str:
             )
     headers = ["type", "MxK", "n", "variant", "check (nmse)", "us", "IQR%", "GB/s", "%roof", "TFLOP/s"]
     lines += ["", table([*headers, f"x vs {labels[0]}", "copies"], rows)]
-    spread = control_lines(result) + process_lines(result)
+    spread = control_lines(result) + process_lines(result, estimates)
     if spread:
         lines += ["", *spread]
     if p.get("skipped"):
