@@ -18,6 +18,7 @@ from .stats import (
     grouped_ratio_estimate,
     paired_rounds_estimate,
     process_groups,
+    recorded_method,
     round_pairs,
 )
 
@@ -58,8 +59,11 @@ def bases(result: dict[str, Any]) -> dict[str, tuple[str, tuple[str, ...]]]:
 
 
 def extensions(result: dict[str, Any]) -> list[Extension]:
-    """Every variant that extends another, at every speed test both were timed in."""
-    runs = result.get("payload", {}).get("speed", {}).get("runs", [])
+    """Every variant that extends another, at every speed test both were timed in, with the interval method the
+    result's speed summary recorded (a result made before session 54 keeps its bootstrap)."""
+    speed = result.get("payload", {}).get("speed", {})
+    runs = speed.get("runs", [])
+    method = recorded_method(speed.get("summary", []))
     groups = process_groups(runs)
     found = []
     for variant, (base, added) in bases(result).items():
@@ -74,7 +78,7 @@ def extensions(result: dict[str, Any]) -> list[Extension]:
                     base=base,
                     variant=variant,
                     added=added,
-                    estimate=grouped_ratio_estimate(base_groups, variant_groups),
+                    estimate=grouped_ratio_estimate(base_groups, variant_groups, method),
                     paired=paired_rounds_estimate(round_pairs(runs, test, base, variant)),
                     processes=min(sum(1 for g in base_groups if g), sum(1 for g in variant_groups if g)),
                 )

@@ -13,7 +13,7 @@ from .clock_spread import Span, side_spreads
 from .extensions import extensions
 from .kl_control import SIGMAS, control_cells, is_control
 from .stack_parts import stacks_against_parts
-from .stats import RESOLVE, paired_rounds_estimate, round_pairs
+from .stats import RESOLVE, WELCH, paired_rounds_estimate, recorded_method, round_pairs
 
 FEW_SAMPLES = 5
 SPEED_ROUND = re.compile(r"speed round (?P<k>\d+) of (?P<n>\d+)")  # evals.runner's names of speed checkpoints
@@ -329,6 +329,26 @@ def _rounds_text(result: dict[str, Any]) -> str:
     return f"{done} of {rounds}"
 
 
+def _uses_welch(result: dict[str, Any]) -> bool:
+    return recorded_method(result["payload"].get("speed", {}).get("summary", [])) == WELCH
+
+
+def _ratio_text(result: dict[str, Any]) -> str:
+    """How the speed table's ratio and interval were computed, as the result recorded it."""
+    if _uses_welch(result):
+        return (
+            "ratio = variant/stock of the geometric means of process medians, 95% Welch t interval over processes "
+            "(each process counts once)"
+        )
+    return "ratio = variant/stock of medians, 95% percentile-bootstrap interval"
+
+
+def _extension_ratio_text(result: dict[str, Any]) -> str:
+    if _uses_welch(result):
+        return "ratio of the geometric means of process medians with a Welch t interval over processes"
+    return "median ratio with a two-level bootstrap interval"
+
+
 def render(result: dict[str, Any], path: str | None = None) -> str:
     """The Markdown of one eval result: a header and one table per check."""
     out = _header(result, path)
@@ -357,7 +377,7 @@ def render(result: dict[str, Any], path: str | None = None) -> str:
         out += [
             "",
             f"Speed: {rounds} rounds interleaved (stock and variants alternate), {reps} repetitions per process; "
-            "ratio = variant/stock of medians, 95% percentile-bootstrap interval; same = interval contains 1.0. "
+            f"{_ratio_text(result)}; same = interval contains 1.0. "
             "Paired by round: the geometric mean of each round's variant/stock ratio of process medians with a 95% "
             "t interval over rounds (3+ rounds); drift that moves both sides of a round together cancels there.",
         ]
@@ -384,7 +404,7 @@ def render(result: dict[str, Any], path: str | None = None) -> str:
             "",
             "A variant extends another when that one's entries (names and content hashes) come first in it; each is "
             "shown against the longest it extends, from the same interleaved processes as the table against stock: "
-            "median ratio with a two-level bootstrap interval, and paired by round.",
+            f"{_extension_ratio_text(result)}, and paired by round.",
         ]
     clocks = clocks_frame(result)
     if not clocks.empty:
@@ -421,7 +441,7 @@ def speed_plot(results: list[tuple[str, dict[str, Any]]], target: Path) -> Path 
         ax.errorbar([ratio], [i], xerr=[[ratio - low], [high - ratio]], fmt="o", capsize=4, color="black")
     ax.axvline(1.0, color="grey", linestyle="--", linewidth=1)
     ax.set_yticks(range(len(rows)), [r[0] for r in rows])
-    ax.set_xlabel("variant / stock, median tokens/s (95% bootstrap CI)")
+    ax.set_xlabel("variant / stock, tokens/s (95% interval)")
     fig.tight_layout()
     target.parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(target, dpi=120)

@@ -139,8 +139,11 @@ def run_speed(
     return speed_payload(runs, names, settings.rounds)
 
 
-def speed_payload(runs: list[dict[str, Any]], names: list[str], rounds: int) -> dict[str, Any]:
-    """The speed payload of ``runs`` (``rounds`` complete rounds; ``names``: stock first, then the variants)."""
+def speed_payload(
+    runs: list[dict[str, Any]], names: list[str], rounds: int, method: str = INTERVAL_METHOD
+) -> dict[str, Any]:
+    """The speed payload of ``runs`` (``rounds`` complete rounds; ``names``: stock first, then the variants), its
+    intervals by ``method`` (evals.stats; an older result's recorded method reproduces its summary)."""
     samples: dict[str, dict[str, list[float]]] = {}
     per_process: dict[str, dict[str, list[float]]] = {}  # median t/s of each process, to see drift between them
     groups = process_groups(runs)  # the samples of each process, kept apart
@@ -153,7 +156,7 @@ def speed_payload(runs: list[dict[str, Any]], names: list[str], rounds: int) -> 
     summary = []
     for test in samples:
         for name in names[1:]:
-            est = grouped_ratio_estimate(groups[test][stock], groups[test][name])
+            est = grouped_ratio_estimate(groups[test][stock], groups[test][name], method)
             summary.append(
                 {
                     "test": test,
@@ -164,7 +167,7 @@ def speed_payload(runs: list[dict[str, Any]], names: list[str], rounds: int) -> 
                     "resolves_1pct": est.resolves_one_percent,
                     "rounds": rounds,
                     "rounds_for_1pct": rounds_needed(est, rounds),
-                    "interval_method": INTERVAL_METHOD,
+                    "interval_method": method,
                     "process_spread": max(_spread(per_process[test][n]) for n in (stock, name)),
                 }
             )

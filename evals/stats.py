@@ -1,5 +1,5 @@
-"""Speed statistics: medians, a bootstrap interval of the variant/stock ratio, verdicts, rounds needed; and the
-Wilson interval of a proportion (how often a check fails)."""
+"""Speed statistics: medians, an interval of the variant/stock ratio (a bootstrap over repetitions, or a t interval
+over processes), verdicts, rounds needed; and the Wilson interval of a proportion (how often a check fails)."""
 
 from __future__ import annotations
 
@@ -16,7 +16,7 @@ SEED = 12345  # fixed so that a report made twice from the same samples shows th
 
 @dataclass(frozen=True)
 class RatioEstimate:
-    """variant/stock of median tokens per second, with its bootstrap interval and what it supports."""
+    """variant/stock of median tokens per second (or of times), with its interval and what it supports."""
 
     stock_median: float
     variant_median: float
@@ -73,6 +73,70 @@ def ratio_estimate(stock: list[float], variant: list[float]) -> RatioEstimate:
     return RatioEstimate(float(np.median(s)), float(np.median(v)), ratio, low, high, int(s.size), int(v.size))
 
 
+WELCH = (
+    "Welch t interval of the log ratio of process medians' geometric means when each side has 2+ processes (session 54)"
+)
+BOOTSTRAP = "two-level percentile bootstrap (processes, then repetitions) when each side has 2+ processes"
+INTERVAL_METHOD = WELCH  # what new results use and record; BOOTSTRAP is what results before session 54 recorded
+
+
+def grouped_ratio_estimate(
+    stock_groups: list[list[float]], variant_groups: list[list[float]], method: str = INTERVAL_METHOD
+) -> RatioEstimate:
+    """Like :func:`ratio_estimate`, but the samples of each side come from several processes (rounds).
+
+    Repetitions inside one process share its state (clocks, placement, allocator), so they are not independent:
+    treating them as such gives intervals that miss the offsets between processes. With at least two processes a
+    side (:data:`WELCH`), each process counts once, by its median: the ratio is that of the two sides' geometric means
+    of process medians, and its interval is Welch's t interval of the difference of their mean logs (degrees of
+    freedom by Welch-Satterthwaite, so two or three processes a side give the wide interval they deserve). With one
+    process a side it falls back to :func:`ratio_estimate` over the repetitions.
+
+    ``method=BOOTSTRAP`` is the two-level percentile bootstrap (processes, then repetitions; the ratio of pooled
+    medians) that results before session 54 used and recorded; a report of such a result recomputes with it. On A/A
+    comparisons with process offsets it held its 95% level with five or more processes a side but about 89% of the
+    time with three and 70-80% with two (tests/test_eval_stats.py simulates both).
+    """
+    stock = [np.asarray(g, dtype=float) for g in stock_groups if len(g)]
+    variant = [np.asarray(g, dtype=float) for g in variant_groups if len(g)]
+    flat_s, flat_v = np.concatenate(stock), np.concatenate(variant)
+    if len(stock) < 2 or len(variant) < 2:
+        return ratio_estimate(flat_s.tolist(), flat_v.tolist())
+    if method == BOOTSTRAP:
+        ratio, low, high = _two_level_bootstrap(stock, variant)
+    elif method == WELCH:
+        ratio, low, high = _welch_over_processes(stock, variant)
+    else:
+        raise ValueError(f"unknown interval method: {method!r}")
+    return RatioEstimate(float(np.median(flat_s)), float(np.median(flat_v)), ratio, low, high, flat_s.size, flat_v.size)
+
+
+def _welch_over_processes(stock: list[np.ndarray], variant: list[np.ndarray]) -> tuple[float, float, float]:
+    """Ratio of geometric means of process medians and its Welch t interval (computed in logs)."""
+    log_s = np.log([np.median(g) for g in stock])
+    log_v = np.log([np.median(g) for g in variant])
+    shift = float(log_v.mean() - log_s.mean())
+    var_s, var_v = log_s.var(ddof=1) / log_s.size, log_v.var(ddof=1) / log_v.size
+    half = 0.0
+    if var_s + var_v > 0:
+        from scipy import stats as sps  # imported on first use: the CLI starts without scipy
+
+        dof = (var_s + var_v) ** 2 / (var_s**2 / (log_s.size - 1) + var_v**2 / (log_v.size - 1))
+        half = float(sps.t.ppf(0.5 + CONFIDENCE / 2, dof) * math.sqrt(var_s + var_v))
+    return math.exp(shift), math.exp(shift - half), math.exp(shift + half)
+
+
+def _two_level_bootstrap(stock: list[np.ndarray], variant: list[np.ndarray]) -> tuple[float, float, float]:
+    """Ratio of pooled medians and the percentile interval of resampling processes, then repetitions in each."""
+    rng = np.random.default_rng(SEED)
+    ratios = _hierarchical_medians(variant, rng, BOOTSTRAP_RESAMPLES) / _hierarchical_medians(
+        stock, rng, BOOTSTRAP_RESAMPLES
+    )
+    alpha = (1 - CONFIDENCE) / 2
+    low, high = np.quantile(ratios, [alpha, 1 - alpha])
+    return float(np.median(np.concatenate(variant)) / np.median(np.concatenate(stock))), float(low), float(high)
+
+
 def _hierarchical_medians(groups: list[np.ndarray], rng: np.random.Generator, resamples: int) -> np.ndarray:
     """Bootstrap medians of a side whose samples come in processes: resample processes, then samples."""
     sizes = {g.size for g in groups}
@@ -90,33 +154,10 @@ def _hierarchical_medians(groups: list[np.ndarray], rng: np.random.Generator, re
     return medians
 
 
-def grouped_ratio_estimate(stock_groups: list[list[float]], variant_groups: list[list[float]]) -> RatioEstimate:
-    """Like :func:`ratio_estimate`, but the samples of each side come from several processes (rounds).
-
-    Repetitions inside one llama-bench process share its state (clocks, placement, allocator), so they
-    are not independent: treating them as such gives intervals that miss drift between processes.
-    With at least two processes per side this resamples processes first, then repetitions within each
-    chosen process (a two-level percentile bootstrap, numpy); with one process per side it falls back
-    to :func:`ratio_estimate` over the repetitions.
-    """
-    stock = [np.asarray(g, dtype=float) for g in stock_groups if len(g)]
-    variant = [np.asarray(g, dtype=float) for g in variant_groups if len(g)]
-    flat_s, flat_v = np.concatenate(stock), np.concatenate(variant)
-    if len(stock) < 2 or len(variant) < 2:
-        return ratio_estimate(flat_s.tolist(), flat_v.tolist())
-    rng = np.random.default_rng(SEED)
-    ratios = _hierarchical_medians(variant, rng, BOOTSTRAP_RESAMPLES) / _hierarchical_medians(
-        stock, rng, BOOTSTRAP_RESAMPLES
-    )
-    alpha = (1 - CONFIDENCE) / 2
-    low, high = np.quantile(ratios, [alpha, 1 - alpha])
-    ratio = float(np.median(flat_v) / np.median(flat_s))
-    return RatioEstimate(
-        float(np.median(flat_s)), float(np.median(flat_v)), ratio, float(low), float(high), flat_s.size, flat_v.size
-    )
-
-
-INTERVAL_METHOD = "two-level percentile bootstrap (processes, then repetitions) when each side has 2+ processes"
+def recorded_method(summary: list[dict]) -> str:
+    """The interval method an eval's speed summary recorded: :data:`WELCH` where its rows say so, else
+    :data:`BOOTSTRAP` (every result before session 54, including those that recorded no method)."""
+    return WELCH if any(row.get("interval_method") == WELCH for row in summary) else BOOTSTRAP
 
 
 def rounds_needed(estimate: RatioEstimate, rounds: int, target: float = RESOLVE) -> int | None:

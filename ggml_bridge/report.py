@@ -104,8 +104,9 @@ def split_by_process(entry: dict[str, Any], processes: int) -> list[list[float]]
 
 
 def speedup_estimate(result: dict[str, Any], case: dict[str, Any], label: str) -> RatioEstimate | None:
-    """The first contender's time over ``label``'s (a speed-up) with its interval over processes (a two-level
-    bootstrap: processes, then rounds; evals.stats), or None with one process a contender or no timing."""
+    """The first contender's time over ``label``'s (a speed-up: the ratio of the geometric means of their process
+    medians) with its Welch t interval over processes (evals.stats.grouped_ratio_estimate), or None with one process a
+    contender or no timing."""
     processes = _processes(result)
     base = result["variants"][0]["label"]
     first, other = case["contenders"][base], case["contenders"][label]
@@ -117,7 +118,7 @@ def speedup_estimate(result: dict[str, Any], case: dict[str, Any], label: str) -
 
 def speedup_estimates(result: dict[str, Any]) -> dict[tuple[str, str], RatioEstimate]:
     """(case name, contender label) -> :func:`speedup_estimate` for every contender after the first; empty with one
-    process a contender. Computed once for the table and the verdict lines (each is a bootstrap)."""
+    process a contender. Computed once for the table and the verdict lines."""
     if _processes(result) < 2:
         return {}
     estimates = {}
@@ -150,8 +151,8 @@ def process_lines(result: dict[str, Any], estimates: dict[tuple[str, str], Ratio
                 f"largest {spreads[worst]:.1f}% ({worst})"
             )
     base = result["variants"][0]["label"]
-    interval = f"{100 * CONFIDENCE:.0f}% interval over processes (two-level bootstrap)"
-    lines.append(f"speed-up over {base} with its {interval}:")
+    interval = f"{100 * CONFIDENCE:.0f}% Welch t interval over processes"
+    lines.append(f"speed-up over {base} (the table's, of the geometric means of process medians) with its {interval}:")
     estimates = speedup_estimates(result) if estimates is None else estimates
     for variant in result["variants"][1:]:
         verdicts = [estimate.verdict for (_, label), estimate in estimates.items() if label == variant["label"]]
@@ -196,8 +197,8 @@ def render(result: dict[str, Any]) -> str:
             us = e.get("us")
             speed = f"{base_us / us:.3f}" if (us and base_us and label != labels[0]) else ""
             estimate = estimates.get((_case_name(case), label)) if speed else None
-            if estimate is not None:
-                speed += f" [{estimate.low:.3f}, {estimate.high:.3f}]"
+            if estimate is not None:  # the interval's own centre: geometric means of process medians
+                speed = f"{estimate.ratio:.3f} [{estimate.low:.3f}, {estimate.high:.3f}]"
             rows.append(
                 [
                     case["type"],

@@ -20,6 +20,7 @@ from evals.cli import result_path
 from evals.proc import ToolRun
 from evals.results import new_result, read_result, write_result
 from evals.runner import EvalSettings, Side, run_eval, speed_payload
+from evals.stats import BOOTSTRAP, WELCH, recorded_method
 from evals.textgen import TextSettings
 from fusekit.build import BuildResult
 from fusekit.errors import FusekitError
@@ -262,8 +263,16 @@ def eval_35b() -> dict[str, Any]:
 
 
 def test_speed_payload_reproduces_the_stored_one(eval_35b: dict[str, Any]) -> None:
+    """With the interval method it recorded (a two-level bootstrap before session 54); today's method gives the same
+    medians and a different interval."""
     speed = eval_35b["payload"]["speed"]
-    assert speed_payload(speed["runs"], _names(eval_35b), 3) == speed
+    method = recorded_method(speed["summary"])
+    assert method == BOOTSTRAP
+    assert speed_payload(speed["runs"], _names(eval_35b), 3, method) == speed
+    today = speed_payload(speed["runs"], _names(eval_35b), 3)
+    assert {row["interval_method"] for row in today["summary"]} == {WELCH}
+    for new, old in zip(today["summary"], speed["summary"], strict=True):
+        assert new["stock_median"] == old["stock_median"] and new["variant_median"] == old["variant_median"]
 
 
 def test_a_partial_speed_payload_uses_the_completed_rounds(eval_35b: dict[str, Any]) -> None:
