@@ -17,7 +17,14 @@ from pathlib import Path
 from typing import Any
 
 from fusekit.errors import FusekitError
-from ggml_bridge.report import check_counts, control_lines, expected_to_fail, process_lines
+from ggml_bridge.report import (
+    check_counts,
+    control_lines,
+    estimate_of,
+    expected_to_fail,
+    process_lines,
+    speedup_estimates,
+)
 
 from .baseline_report import fmt_us
 from .checkpoint import final_name_of
@@ -30,6 +37,7 @@ from .profile.saved import profile_from_dict
 from .report import render as render_eval
 from .results import read_result
 from .standalone_timings import TABLE_MAKERS
+from .stats import RatioEstimate
 from .tbo_perf import paired_files, perf_rows
 
 BUILDS = "builds.json"
@@ -636,8 +644,9 @@ def _evals(folder: Path) -> list[str]:
 # ---------------------------------------------------------------- race
 
 
-def _race_row(case: dict[str, Any], labels: list[str]) -> list[str]:
-    """One shape and token count: both contenders' µs, the speed-up, GB/s where the JSON has it."""
+def _race_row(case: dict[str, Any], labels: list[str], estimates: dict[tuple[str, str], RatioEstimate]) -> list[str]:
+    """One shape and token count: both contenders' µs, the speed-up, GB/s where the JSON has it, and with
+    ``estimates`` (a race of 2+ processes a contender) the speed-up over processes with its interval."""
     entries = [case["contenders"].get(label, {}) for label in labels]
     times = [e.get("us") for e in entries]
     ratio = f"{times[0] / times[1]:.3f}" if all(times) else "-"
@@ -649,7 +658,15 @@ def _race_row(case: dict[str, Any], labels: list[str]) -> list[str]:
         *(f"{t:.2f}" if t is not None else "-" for t in times),
         ratio,
         *gb_s,
+        *([_interval(estimate_of(estimates, case, labels[1]))] if estimates else []),
     ]
+
+
+def _interval(estimate: RatioEstimate | None) -> str:
+    if estimate is None:
+        return "-"
+    text = f"{estimate.ratio:.3f} [{estimate.low:.3f}, {estimate.high:.3f}]"
+    return text if estimate.verdict == "same" else f"{text} {estimate.verdict}"
 
 
 def _race_summary(rows: list[list[str]], labels: list[str]) -> list[str]:
@@ -671,11 +688,14 @@ def _race_summary(rows: list[list[str]], labels: list[str]) -> list[str]:
     return lines
 
 
-def _race_pair(cases: list[dict[str, Any]], labels: list[str]) -> list[str]:
+def _race_pair(
+    cases: list[dict[str, Any]], labels: list[str], estimates: dict[tuple[str, str], RatioEstimate]
+) -> list[str]:
     """The first contender (stock) against one other: the summary, then one row per shape and token count."""
-    rows = [_race_row(case, labels) for case in cases]
+    rows = [_race_row(case, labels, estimates) for case in cases]
     headers = ["shape", "M×K", "tokens", f"{labels[0]} µs", f"{labels[1]} µs", "speed-up"]
     headers += [f"{labels[0]} GB/s", f"{labels[1]} GB/s"]
+    headers += ["over processes [95% interval]"] if estimates else []
     return [*_race_summary(rows, labels), "", *_table(headers, rows)]
 
 
@@ -701,11 +721,19 @@ def _race_of(path: Path, title: str) -> list[str]:
         out.append(f"Copy roofline (read + write) measured in the same run: {copies}.")
     # with --control: the A/A spread, and each variant's cases beyond it; with --processes N: the spread between
     # each contender's processes, and each variant's verdicts by its interval over them
-    spread = control_lines(result) + process_lines(result)
+    estimates = speedup_estimates(result)  # empty with one process a contender
+    spread = control_lines(result) + process_lines(result, estimates)
     out += [*spread, ""] if spread else []
-    out += _race_pair(payload["cases"], labels[:2])
+    if estimates:
+        out += [
+            "Over processes: the ratio of stock's and the contender's geometric means of process medians, with its "
+            "95% Welch t interval (evals.stats); faster or slower where the interval excludes 1.",
+            "",
+        ]
+    out += _race_pair(payload["cases"], labels[:2], estimates)
     for other in labels[2:]:
-        out += ["", f"### `{labels[0]}` against `{other}`", "", *_race_pair(payload["cases"], [labels[0], other])]
+        pair = _race_pair(payload["cases"], [labels[0], other], estimates)
+        out += ["", f"### `{labels[0]}` against `{other}`", "", *pair]
     return out
 
 

@@ -130,6 +130,13 @@ def speedup_estimates(result: dict[str, Any]) -> dict[tuple[str, str], RatioEsti
     return estimates
 
 
+def estimate_of(
+    estimates: dict[tuple[str, str], RatioEstimate], case: dict[str, Any], label: str
+) -> RatioEstimate | None:
+    """``label``'s entry of :func:`speedup_estimates` for one case, or None (one process a contender)."""
+    return estimates.get((_case_name(case), label))
+
+
 def process_lines(result: dict[str, Any], estimates: dict[tuple[str, str], RatioEstimate] | None = None) -> list[str]:
     """With --processes N > 1: how far each contender's processes parted (the spread between their medians, as a
     share of their median), over the sweep's timed cases, and each variant's verdicts by its interval (``estimates``,
@@ -152,7 +159,7 @@ def process_lines(result: dict[str, Any], estimates: dict[tuple[str, str], Ratio
             )
     base = result["variants"][0]["label"]
     interval = f"{100 * CONFIDENCE:.0f}% Welch t interval over processes"
-    lines.append(f"speed-up over {base} (the table's, of the geometric means of process medians) with its {interval}:")
+    lines.append(f"speed-up over {base} (of the geometric means of process medians) with its {interval}:")
     estimates = speedup_estimates(result) if estimates is None else estimates
     for variant in result["variants"][1:]:
         verdicts = [estimate.verdict for (_, label), estimate in estimates.items() if label == variant["label"]]
@@ -196,7 +203,7 @@ def render(result: dict[str, Any]) -> str:
             verdict = f"{'ok' if chk['passed'] else 'FAIL'} {chk['nmse']:.1e}"
             us = e.get("us")
             speed = f"{base_us / us:.3f}" if (us and base_us and label != labels[0]) else ""
-            estimate = estimates.get((_case_name(case), label)) if speed else None
+            estimate = estimate_of(estimates, case, label) if speed else None
             if estimate is not None:  # the interval's own centre: geometric means of process medians
                 speed = f"{estimate.ratio:.3f} [{estimate.low:.3f}, {estimate.high:.3f}]"
             rows.append(

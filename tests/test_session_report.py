@@ -155,6 +155,21 @@ def test_a_race_with_an_aa_control_reports_its_spread(tmp_path: Path) -> None:
     assert "### `stock` against `stock (A/A control)`" in section
 
 
+def test_a_race_over_processes_tables_each_speed_up_with_its_interval() -> None:
+    """fusekit bench mulmat --processes 5 (session 54): each row against stock gets the speed-up over processes with
+    its Welch t interval, and a verdict where the interval excludes 1; a race of one process a contender has no such
+    column (session 53's committed report, checked current above)."""
+    section = render_session(REPO / "results" / "h100-2026-12-07-session54-processes")
+    section = section[section.index("## Race over the shape table") :]
+    assert "95% Welch t interval" in section and "over processes [95% interval] |" in section
+    rows = [line for line in section.splitlines() if line.startswith("| Llama-3-8B: MLP down |")]
+    assert len(rows) == 2  # the stack, then stock's control
+    assert rows[0].endswith("| 1.068 [1.042, 1.095] faster |")
+    assert rows[1].endswith("| 1.011 [0.993, 1.029] |")  # the control: the interval holds 1
+    one_process = render_session(REPO / "results" / "h100-2026-12-07-session53-fill-or-cap")
+    assert "over processes [95% interval]" not in one_process
+
+
 def test_flake_runs_are_tabled_with_failures_in_bold_and_absent_without_the_file(tmp_path: Path) -> None:
     assert "flake.txt" not in render_session(tmp_path)
     params = "type_a=q4_0,.*n_mats=16,n_used=4,.*m=33,"
