@@ -84,7 +84,7 @@ def bench() -> None:
     help="Time each contender in this many worker processes side by side and pool their rounds. One process keeps "
     "an offset of its own for the whole sweep (up to 3-5% between two processes of one build on an H100), which "
     "more rounds do not average out; the report gives the spread between each contender's processes and each "
-    "speed-up's 95% interval over them.",
+    "speed-up's 95% interval over them (Welch t on process medians: use 5 or more to call 1-2%).",
 )
 @click.option(
     "--out",
