@@ -62,7 +62,9 @@ def control_spreads(result: dict[str, Any]) -> dict[str, float]:
 
 def control_lines(result: dict[str, Any]) -> list[str]:
     """The A/A spread and, for each variant, its cases faster or slower than the first contender by more than the
-    largest A/A ratio of the sweep (the rest are ties); nothing without a control."""
+    largest A/A ratio of the sweep (the rest are ties); nothing without a control. With 2+ processes a contender the
+    spread line only: each case's interval over processes (:func:`process_lines`) gives the verdicts, and one band
+    for the whole sweep would let its noisiest case decide every other."""
     control = _control(result)
     spreads = _spreads(result, control) if control is not None else {}
     if control is None or not spreads:  # no control, or a check-only sweep
@@ -70,10 +72,19 @@ def control_lines(result: dict[str, Any]) -> list[str]:
     base = control["control_of"]
     worst = max(spreads, key=spreads.__getitem__)
     band = spreads[worst]
+    processes = _processes(result)
+    spread = (
+        f"spread median {100 * (statistics.median(spreads.values()) - 1):.1f}%, largest {100 * (band - 1):.1f}% "
+        f"({worst})"
+    )
+    if processes > 1:
+        return [
+            f"A/A control ({base} raced twice, in {processes} processes each, rounds pooled): {spread}; the verdicts "
+            "come from each case's interval over processes"
+        ]
     lines = [
-        f"A/A control ({base} raced twice, in two processes): spread median "
-        f"{100 * (statistics.median(spreads.values()) - 1):.1f}%, largest {100 * (band - 1):.1f}% ({worst}); "
-        f"a variant within the largest spread of {base}'s time is a tie"
+        f"A/A control ({base} raced twice, in two processes): {spread}; a variant within the largest spread of "
+        f"{base}'s time is a tie"
     ]
     for variant in result["variants"]:
         if variant["label"] in (base, control["label"]):

@@ -166,6 +166,9 @@ def test_a_race_over_processes_tables_each_speed_up_with_its_interval() -> None:
     assert len(rows) == 2  # the stack, then stock's control
     assert rows[0].endswith("| 1.068 [1.042, 1.095] faster |")
     assert rows[1].endswith("| 1.011 [0.993, 1.029] |")  # the control: the interval holds 1
+    # the A/A band gives no verdicts beside the intervals: its noisiest case would set one band for all 17
+    assert "A/A control (stock raced twice, in 5 processes each, rounds pooled): spread median 0.2%" in section
+    assert "beyond it in" not in section
     one_process = render_session(REPO / "results" / "h100-2026-12-07-session53-fill-or-cap")
     assert "over processes [95% interval]" not in one_process
 
