@@ -183,11 +183,21 @@ def process_lines(result: dict[str, Any], estimates: dict[tuple[str, str], Ratio
     return lines
 
 
+LONGEST_SHOWN_LABEL = 40  # a stack's spec names 7 patches (240 characters): longer labels get a number in the table
+
+
+def shown_labels(labels: list[str]) -> dict[str, str]:
+    """label -> its name in the table: itself, or ``#i`` (its place among the contenders) when it is longer than
+    LONGEST_SHOWN_LABEL characters."""
+    return {label: label if len(label) <= LONGEST_SHOWN_LABEL else f"#{i}" for i, label in enumerate(labels)}
+
+
 def render(result: dict[str, Any]) -> str:
     """Header lines, one row per (type, shape, tokens, contender), and the skipped shapes."""
     p = result["payload"]
     spec = p["spec"]
     labels = [v["label"] for v in result["variants"]]
+    shown = shown_labels(labels)
     dev = p["device"]
     mode = "checks only" if spec["check_only"] else f"{spec['rounds']} rounds × {spec['reps']} graph runs each"
     if _processes(result) > 1 and not spec["check_only"]:
@@ -200,6 +210,7 @@ def render(result: dict[str, Any]) -> str:
         + ", ".join(f"{v['label']} ({v['lib_dir']})" for v in result["variants"]),
         f"cache to defeat: {p['cache_bytes'] >> 20} MiB ({p['cache_source']}); seed {spec['seed']}; {mode}",
     ]
+    lines += [f"in the table: {shown[label]} = {label}" for label in labels if shown[label] != label]
     roof = p.get("roofline")
     if roof:
         lines.append(f"memory roofline (f32 copy, read + write): {roof['gb_s']:.1f} GB/s")
@@ -222,7 +233,7 @@ def render(result: dict[str, Any]) -> str:
                     case["type"],
                     f"{case['m']}x{case['k']}",
                     case["n"],
-                    label,
+                    shown[label],
                     verdict,
                     _fmt(us, ".2f"),
                     _fmt(e.get("iqr_pct"), ".1f"),
@@ -234,7 +245,7 @@ def render(result: dict[str, Any]) -> str:
                 ]
             )
     headers = ["type", "MxK", "n", "variant", "check (nmse)", "us", "IQR%", "GB/s", "%roof", "TFLOP/s"]
-    lines += ["", table([*headers, f"x vs {labels[0]}", "copies"], rows)]
+    lines += ["", table([*headers, f"x vs {shown[labels[0]]}", "copies"], rows)]
     spread = control_lines(result) + process_lines(result, estimates)
     if spread:
         lines += ["", *spread]

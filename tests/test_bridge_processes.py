@@ -4,6 +4,7 @@ processes, differed by up to 2.7-4.5% on medium shapes, far more than the rounds
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import numpy as np
@@ -14,6 +15,7 @@ from fusekit.build import BuildResult
 from ggml_bridge.report import process_lines, render, speedup_estimate, split_by_process
 from ggml_bridge.sweep import by_contender, process_spread
 
+from .conftest import REPO
 from .test_bridge_cli import TINY, one_error_line, run
 from .test_bridge_control import fake_result
 
@@ -108,3 +110,16 @@ def test_processes_time_stock_in_two_workers_on_the_cpu(stock_build: BuildResult
     assert "each contender timed in 2 processes" in output
     code, output = run("bench", "mulmat", *lib, "--types", "q8_0", *TINY, "--processes", "2", "--check")
     assert code != 0 and "--processes times each contender" in one_error_line(output)
+
+
+def test_long_contender_names_get_a_number_in_the_table_and_a_legend() -> None:
+    """Session 54's race: the stack's spec (240 characters) made every row of race-mm.txt as wide; the table names it
+    #1 and a header line says what #1 is. Short names (stock, its control) stay as they are."""
+    result = json.loads((REPO / "results" / "h100-2026-12-07-session54-processes" / "race-mm.json").read_text())
+    stack = result["variants"][1]["label"]
+    assert len(stack) > 200
+    text = render(result)
+    assert f"in the table: #1 = {stack}" in text.splitlines()
+    rows = [line for line in text.splitlines() if line.startswith("q8_0  4096x14336")]
+    assert [row.split()[3] for row in rows] == ["stock", "#1", "stock"]  # then "(A/A control)"
+    assert max(len(row) for row in rows) < 160
