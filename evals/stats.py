@@ -112,9 +112,13 @@ def grouped_ratio_estimate(
 
 
 def _welch_over_processes(stock: list[np.ndarray], variant: list[np.ndarray]) -> tuple[float, float, float]:
-    """Ratio of geometric means of process medians and its Welch t interval (computed in logs)."""
-    log_s = np.log([np.median(g) for g in stock])
-    log_v = np.log([np.median(g) for g in variant])
+    """Ratio of geometric means of process medians and its Welch t interval (computed in logs); NaN (verdict
+    "unknown") when a process's median is not positive (a run that timed nothing has no log)."""
+    medians_s = np.array([np.median(g) for g in stock])
+    medians_v = np.array([np.median(g) for g in variant])
+    if (medians_s <= 0).any() or (medians_v <= 0).any():
+        return math.nan, math.nan, math.nan
+    log_s, log_v = np.log(medians_s), np.log(medians_v)
     shift = float(log_v.mean() - log_s.mean())
     var_s, var_v = log_s.var(ddof=1) / log_s.size, log_v.var(ddof=1) / log_v.size
     half = 0.0

@@ -110,6 +110,8 @@ def test_grouped_interval_is_centred_on_the_geometric_means_of_process_medians()
     assert est.stock_median == 102.5 and est.n_variant == 5
     same = grouped_ratio_estimate([[100.0], [100.0]], [[102.0, 102.0], [102.0]])
     assert same.low == same.high == pytest.approx(1.02)  # no spread between processes: no width
+    stalled = grouped_ratio_estimate([[0.0, 0.0], [100.0]], [[101.0], [102.0]])  # a process that timed nothing
+    assert stalled.verdict == "unknown" and math.isnan(stalled.ratio)
     with pytest.raises(ValueError, match="unknown interval method"):
         grouped_ratio_estimate(stock, variant, "jackknife")
 
