@@ -60,11 +60,12 @@ def control_spreads(result: dict[str, Any]) -> dict[str, float]:
     return {} if control is None else _spreads(result, control)
 
 
-def control_lines(result: dict[str, Any]) -> list[str]:
+def control_lines(result: dict[str, Any], names: dict[str, str] | None = None) -> list[str]:
     """The A/A spread and, for each variant, its cases faster or slower than the first contender by more than the
-    largest A/A ratio of the sweep (the rest are ties); nothing without a control. With 2+ processes a contender the
-    spread line only: each case's interval over processes (:func:`process_lines`) gives the verdicts, and one band
-    for the whole sweep would let its noisiest case decide every other."""
+    largest A/A ratio of the sweep (the rest are ties); nothing without a control; ``names`` shortens labels
+    (:func:`shown_labels`). With 2+ processes a contender the spread line only: each case's interval over processes
+    (:func:`process_lines`) gives the verdicts, and one band for the whole sweep would let its noisiest case decide
+    every other."""
     control = _control(result)
     spreads = _spreads(result, control) if control is not None else {}
     if control is None or not spreads:  # no control, or a check-only sweep
@@ -97,7 +98,8 @@ def control_lines(result: dict[str, Any]) -> list[str]:
         faster = sum(r > band for r in ratios)
         slower = sum(r < 1 / band for r in ratios)
         lines.append(
-            f"- {variant['label']}: of {len(ratios)} cases, faster than {base} beyond it in {faster}, "
+            f"- {(names or {}).get(variant['label'], variant['label'])}: of {len(ratios)} cases, faster than "
+            f"{base} beyond it in {faster}, "
             f"slower beyond it in {slower}, a tie in {len(ratios) - faster - slower}"
         )
     return lines
@@ -148,10 +150,15 @@ def estimate_of(
     return estimates.get((_case_name(case), label))
 
 
-def process_lines(result: dict[str, Any], estimates: dict[tuple[str, str], RatioEstimate] | None = None) -> list[str]:
+def process_lines(
+    result: dict[str, Any],
+    estimates: dict[tuple[str, str], RatioEstimate] | None = None,
+    names: dict[str, str] | None = None,
+) -> list[str]:
     """With --processes N > 1: how far each contender's processes parted (the spread between their medians, as a
     share of their median), over the sweep's timed cases, and each variant's verdicts by its interval (``estimates``,
-    from :func:`speedup_estimates` when not given); nothing with one process a contender."""
+    from :func:`speedup_estimates` when not given); nothing with one process a contender. ``names`` shortens labels
+    (:func:`shown_labels`)."""
     processes = _processes(result)
     if processes < 2:
         return []
@@ -165,7 +172,8 @@ def process_lines(result: dict[str, Any], estimates: dict[tuple[str, str], Ratio
         if spreads:
             worst = max(spreads, key=spreads.__getitem__)
             lines.append(
-                f"- {variant['label']}: median {statistics.median(spreads.values()):.1f}%, "
+                f"- {(names or {}).get(variant['label'], variant['label'])}: median "
+                f"{statistics.median(spreads.values()):.1f}%, "
                 f"largest {spreads[worst]:.1f}% ({worst})"
             )
     base = result["variants"][0]["label"]
@@ -177,7 +185,8 @@ def process_lines(result: dict[str, Any], estimates: dict[tuple[str, str], Ratio
         if verdicts:
             faster, slower = verdicts.count("faster"), verdicts.count("slower")
             lines.append(
-                f"- {variant['label']}: of {len(verdicts)} cases, faster than {base} in {faster}, slower in {slower}, "
+                f"- {(names or {}).get(variant['label'], variant['label'])}: of {len(verdicts)} cases, faster than "
+                f"{base} in {faster}, slower in {slower}, "
                 f"the interval holds 1 in {len(verdicts) - faster - slower}"
             )
     return lines
@@ -246,7 +255,7 @@ def render(result: dict[str, Any]) -> str:
             )
     headers = ["type", "MxK", "n", "variant", "check (nmse)", "us", "IQR%", "GB/s", "%roof", "TFLOP/s"]
     lines += ["", table([*headers, f"x vs {shown[labels[0]]}", "copies"], rows)]
-    spread = control_lines(result) + process_lines(result, estimates)
+    spread = control_lines(result, shown) + process_lines(result, estimates, shown)
     if spread:
         lines += ["", *spread]
     if p.get("skipped"):

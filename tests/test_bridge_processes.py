@@ -123,3 +123,4 @@ def test_long_contender_names_get_a_number_in_the_table_and_a_legend() -> None:
     rows = [line for line in text.splitlines() if line.startswith("q8_0  4096x14336")]
     assert [row.split()[3] for row in rows] == ["stock", "#1", "stock"]  # then "(A/A control)"
     assert max(len(row) for row in rows) < 160
+    assert "- #1: of 17 cases, faster than stock in 12, slower in 0, the interval holds 1 in 5" in text  # verdicts too
