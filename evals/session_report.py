@@ -22,6 +22,7 @@ from ggml_bridge.report import (
     control_lines,
     estimate_of,
     expected_to_fail,
+    interval_text,
     process_lines,
     speedup_estimates,
 )
@@ -665,7 +666,7 @@ def _race_row(case: dict[str, Any], labels: list[str], estimates: dict[tuple[str
 def _interval(estimate: RatioEstimate | None) -> str:
     if estimate is None:
         return "-"
-    text = f"{estimate.ratio:.3f} [{estimate.low:.3f}, {estimate.high:.3f}]"
+    text = interval_text(estimate)
     return text if estimate.verdict == "same" else f"{text} {estimate.verdict}"
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import statistics
 from typing import Any
 
-from evals.stats import CONFIDENCE, RatioEstimate, grouped_ratio_estimate
+from evals.stats import CONFIDENCE, INTERVAL_METHOD, RatioEstimate, grouped_ratio_estimate
 from fusekit.console import table
 
 from .constants import CONTROL_TYPES
@@ -60,6 +60,11 @@ def control_spreads(result: dict[str, Any]) -> dict[str, float]:
     return {} if control is None else _spreads(result, control)
 
 
+def _named(label: str, names: dict[str, str] | None) -> str:
+    """``label`` as ``names`` (:func:`shown_labels`) shows it, or itself."""
+    return (names or {}).get(label, label)
+
+
 def control_lines(result: dict[str, Any], names: dict[str, str] | None = None) -> list[str]:
     """The A/A spread and, for each variant, its cases faster or slower than the first contender by more than the
     largest A/A ratio of the sweep (the rest are ties); nothing without a control; ``names`` shortens labels
@@ -98,7 +103,7 @@ def control_lines(result: dict[str, Any], names: dict[str, str] | None = None) -
         faster = sum(r > band for r in ratios)
         slower = sum(r < 1 / band for r in ratios)
         lines.append(
-            f"- {(names or {}).get(variant['label'], variant['label'])}: of {len(ratios)} cases, faster than "
+            f"- {_named(variant['label'], names)}: of {len(ratios)} cases, faster than "
             f"{base} beyond it in {faster}, "
             f"slower beyond it in {slower}, a tie in {len(ratios) - faster - slower}"
         )
@@ -116,17 +121,19 @@ def split_by_process(entry: dict[str, Any], processes: int) -> list[list[float]]
     return [samples[p * size : (p + 1) * size] for p in range(processes)]
 
 
-def speedup_estimate(result: dict[str, Any], case: dict[str, Any], label: str) -> RatioEstimate | None:
+def speedup_estimate(
+    result: dict[str, Any], case: dict[str, Any], label: str, method: str = INTERVAL_METHOD
+) -> RatioEstimate | None:
     """The first contender's time over ``label``'s (a speed-up: the ratio of the geometric means of their process
-    medians) with its Welch t interval over processes (evals.stats.grouped_ratio_estimate), or None with one process a
-    contender or no timing."""
+    medians) with its Welch t interval over processes (evals.stats.grouped_ratio_estimate; ``method`` picks another),
+    or None with one process a contender or no timing."""
     processes = _processes(result)
     base = result["variants"][0]["label"]
     first, other = case["contenders"][base], case["contenders"][label]
     if processes < 2 or "samples_s" not in first or "samples_s" not in other:
         return None
     # as grouped_ratio_estimate's variant / stock of medians: the base's times over the contender's
-    return grouped_ratio_estimate(split_by_process(other, processes), split_by_process(first, processes))
+    return grouped_ratio_estimate(split_by_process(other, processes), split_by_process(first, processes), method)
 
 
 def speedup_estimates(result: dict[str, Any]) -> dict[tuple[str, str], RatioEstimate]:
@@ -141,6 +148,11 @@ def speedup_estimates(result: dict[str, Any]) -> dict[tuple[str, str], RatioEsti
             if estimate is not None:
                 estimates[(_case_name(case), variant["label"])] = estimate
     return estimates
+
+
+def interval_text(estimate: RatioEstimate) -> str:
+    """A speed-up with its interval, as the bench table and the session report show it: ``1.068 [1.042, 1.095]``."""
+    return f"{estimate.ratio:.3f} [{estimate.low:.3f}, {estimate.high:.3f}]"
 
 
 def estimate_of(
@@ -172,7 +184,7 @@ def process_lines(
         if spreads:
             worst = max(spreads, key=spreads.__getitem__)
             lines.append(
-                f"- {(names or {}).get(variant['label'], variant['label'])}: median "
+                f"- {_named(variant['label'], names)}: median "
                 f"{statistics.median(spreads.values()):.1f}%, "
                 f"largest {spreads[worst]:.1f}% ({worst})"
             )
@@ -185,7 +197,7 @@ def process_lines(
         if verdicts:
             faster, slower = verdicts.count("faster"), verdicts.count("slower")
             lines.append(
-                f"- {(names or {}).get(variant['label'], variant['label'])}: of {len(verdicts)} cases, faster than "
+                f"- {_named(variant['label'], names)}: of {len(verdicts)} cases, faster than "
                 f"{base} in {faster}, slower in {slower}, "
                 f"the interval holds 1 in {len(verdicts) - faster - slower}"
             )
@@ -236,7 +248,7 @@ def render(result: dict[str, Any]) -> str:
             speed = f"{base_us / us:.3f}" if (us and base_us and label != labels[0]) else ""
             estimate = estimate_of(estimates, case, label) if speed else None
             if estimate is not None:  # the interval's own centre: geometric means of process medians
-                speed = f"{estimate.ratio:.3f} [{estimate.low:.3f}, {estimate.high:.3f}]"
+                speed = interval_text(estimate)
             rows.append(
                 [
                     case["type"],
