@@ -94,8 +94,9 @@ def grouped_ratio_estimate(
 
     ``method=BOOTSTRAP`` is the two-level percentile bootstrap (processes, then repetitions; the ratio of pooled
     medians) that results before session 54 used and recorded; a report of such a result recomputes with it. On A/A
-    comparisons with process offsets it held its 95% level with five or more processes a side but about 89% of the
-    time with three and 70-80% with two (tests/test_eval_stats.py simulates both).
+    comparisons with the process offsets of session 54's races it made about 4% false calls with five processes a
+    side, but 7-15% with three and 18-30% with two; this interval made 2-4% at each
+    (results/h100-2026-12-07-session54-processes/coverage.py; tests/test_eval_stats.py checks both).
     """
     stock = [np.asarray(g, dtype=float) for g in stock_groups if len(g)]
     variant = [np.asarray(g, dtype=float) for g in variant_groups if len(g)]

@@ -66,8 +66,8 @@ def _offset_processes(rng: np.random.Generator, processes: int) -> list[list[flo
 def test_grouped_interval_holds_its_level_when_processes_drift(processes: int) -> None:
     """A/A comparisons whose processes land at different speeds: resampling repetitions as if they were independent
     calls identical code faster or slower in a third of them; the interval over processes does so in about 5% of
-    comparisons, at two processes a side as at six (the two-level bootstrap it replaced did so in 20-30% at two and
-    about 11% at three)."""
+    comparisons, at two processes a side as at six (the two-level bootstrap it replaced did so in 18-30% at two and
+    7-15% at three: results/h100-2026-12-07-session54-processes/coverage.py)."""
     from evals.stats import grouped_ratio_estimate
 
     rng = np.random.default_rng(7)

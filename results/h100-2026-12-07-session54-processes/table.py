@@ -6,7 +6,9 @@
 2. calls 1 and 2 (3 processes a contender), the same speed-ups and intervals;
 3. the A/A control's false calls (its interval excludes 1) in each call, by the interval the run printed (the
    two-level bootstrap of main at 6b1749f) and by the Welch t interval that replaced it;
-4. whether one process slot is fastest throughout: per contender and call, how often each slot had the fastest of
+4. call 3's interval half-widths;
+5. the spread of each contender's process medians (the standard deviation of their logs around each case's mean, the
+   SIGMA of coverage.py), and whether one process slot is fastest throughout: how often each slot had the fastest of
    the process medians, and its mean offset from the case's median of process medians.
 """
 
@@ -15,10 +17,12 @@ import math
 import sys
 from pathlib import Path
 
+import numpy as np
+
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # the repository's evals and ggml_bridge
 
-from evals.stats import BOOTSTRAP, WELCH, RatioEstimate, grouped_ratio_estimate
-from ggml_bridge.report import split_by_process
+from evals.stats import BOOTSTRAP, WELCH, RatioEstimate
+from ggml_bridge.report import speedup_estimate
 
 CALLS = {"call 1": "repeats/call-1/", "call 2": "repeats/call-2/", "call 3": ""}
 MMVQ_TABLES = ("512x2048", "640x2560", "2048x4096", "2048x6144")  # the stack falls back to stock MMVQ there
@@ -42,11 +46,8 @@ def shape(case: dict) -> str:
 
 
 def estimate(result: dict, case: dict, name: str, method: str = WELCH) -> RatioEstimate:
-    """stock's time over ``name``'s (a speed-up) with its interval over processes by ``method``: REPORT.md's
-    (ggml_bridge.report.speedup_estimate) with the method chosen"""
-    processes = result["payload"]["spec"]["processes"]
-    stock, other = (case["contenders"][labels(result)[n]] for n in ("stock", name))
-    return grouped_ratio_estimate(split_by_process(other, processes), split_by_process(stock, processes), method)
+    """stock's time over ``name``'s (a speed-up) with its interval over processes by ``method``, as REPORT.md's"""
+    return speedup_estimate(result, case, labels(result)[name], method)
 
 
 def cell(e: RatioEstimate) -> str:
@@ -87,9 +88,43 @@ def print_fill_on_mmvq(results: dict[str, dict]) -> None:
         print(f"| {call} | " + " | ".join(cell(estimate(result, by_shape[s], "fill")) for s in MMVQ_TABLES) + " |")
 
 
+def offset_sigma(result: dict, label: str) -> float:
+    """The standard deviation (%) of a contender's log process medians around each case's mean, over all cases."""
+    logs = [np.log(case["contenders"][label]["process_us"]) for case in result["payload"]["cases"]]
+    return 100 * float(np.std(np.concatenate([x - x.mean() for x in logs])))
+
+
+def rounds_sigma(result: dict, label: str) -> float:
+    """The median (%) over cases and processes of the robust spread of a process's rounds: the interquartile range of
+    their logs over 1.349 (a normal's standard deviation; one slow round does not set it), the WITHIN of coverage.py."""
+    processes = result["payload"]["spec"]["processes"]
+    spreads = []
+    for case in result["payload"]["cases"]:
+        logs = np.log(case["contenders"][label]["samples_s"])
+        for block in np.split(logs, processes):  # process-major, as ggml_bridge.report.split_by_process
+            q1, q3 = np.percentile(block, [25, 75])
+            spreads.append((q3 - q1) / 1.349)
+    return 100 * float(np.median(spreads))
+
+
+def print_half_widths(result: dict) -> None:
+    """Each interval's half-width (%, in the log: sqrt(high / low) - 1) over the shapes, per contender."""
+    for name in ("fill", "control"):
+        widths = sorted(
+            (100 * (math.sqrt(e.high / e.low) - 1), shape(c))
+            for c in result["payload"]["cases"]
+            for e in [estimate(result, c, name)]
+        )
+        text = ", ".join(f"{w:.1f} ({s})" for w, s in widths)
+        print(f"- {name}: {text}")
+
+
 def print_slots(results: dict[str, dict]) -> None:
-    print("| call | contender | cases each slot was fastest | mean offset of each slot, % |")
-    print("|---|---|---|---|")
+    print(
+        "| call | contender | spread of process medians (sd of logs, %) | rounds within a process (robust sd, %) "
+        "| cases each slot was fastest | mean offset of each slot, % |"
+    )
+    print("|---|---|---:|---:|---|---|")
     for call, result in results.items():
         for name, label in labels(result).items():
             count = result["payload"]["spec"]["processes"]
@@ -101,7 +136,9 @@ def print_slots(results: dict[str, dict]) -> None:
                 for slot, value in enumerate(medians):
                     offsets[slot].append(100 * math.log(value / centre))
             mean = [sum(o) / len(o) for o in offsets]
-            print(f"| {call} | {name} | {' / '.join(map(str, fastest))} | {' / '.join(f'{m:+.2f}' for m in mean)} |")
+            sigma = offset_sigma(result, label)
+            cells = f"{' / '.join(map(str, fastest))} | {' / '.join(f'{m:+.2f}' for m in mean)}"
+            print(f"| {call} | {name} | {sigma:.2f} | {rounds_sigma(result, label):.2f} | {cells} |")
 
 
 results = {call: load(folder) for call, folder in CALLS.items()}
@@ -110,6 +147,8 @@ print_race(results["call 3"], spreads=True)
 for call in ("call 1", "call 2"):
     print(f"\n{call.capitalize()}, 3 processes a contender:\n")
     print_race(results[call], spreads=False)
+print("\nCall 3's interval half-widths, %, narrowest first:\n")
+print_half_widths(results["call 3"])
 print("\nStock's A/A control against stock:\n")
 print_false_calls(results)
 print("\nFill-or-cap on the four tables where the stack runs stock's MMVQ:\n")
