@@ -410,6 +410,43 @@ def glu_handoff_table(source: str, data: dict[str, Any]) -> TimingTable | None:
     return TimingTable(source, caption, headers, rows)
 
 
+def rows_reader_table(source: str, data: dict[str, Any]) -> TimingTable | None:
+    """#11's short tables (kernels/q8_rows_reader_check.cu): per shape every variant's median µs a node over the
+    interleaved rounds, its range, ggml's node (the quantize launch + MMVQ) over it, and its checks; a failed check
+    strikes the time out."""
+    cases = data.get("cases", [])
+    if not cases:
+        return None
+    rows = []
+    for case in cases:
+        variants = case.get("variants", [])
+        separate = next((v["median_us"] for v in variants if v["name"] == "separate"), None)
+        for v in variants:
+            checks = "y ok" if v["ok"] else "**y wrong**"
+            if v["rows_per_cta"] > 0:
+                checks += ", bits = separate's" if v["same_y_as_separate"] else ", **bits differ from separate's**"
+            ok = v["ok"] and (v["rows_per_cta"] <= 0 or v["same_y_as_separate"])
+            rows.append(
+                [
+                    case["what"],
+                    f"{case['bytes'] / 1e6:.1f}",
+                    v["name"],
+                    _us({"us": v["median_us"], "ok": ok}),
+                    f"{v['min_us']:.2f}-{v['max_us']:.2f}",
+                    f"{separate / v['median_us']:.3f}" if separate else "",
+                    checks,
+                ]
+            )
+    caption = (
+        f"µs a node on {data.get('device', '?')}, the median of {data.get('rounds', '?')} interleaved rounds of "
+        f"CUDA graphs ({data.get('reps_per_graph', '?')} nodes a graph, weights rotating past 4× the L2), with the "
+        "range over rounds; separate: ggml's node (quantize launch + MMVQ), alone: MMVQ on a ready q8_1 copy, reader "
+        "Rn: n rows a CTA quantizing x itself; × separate: separate's median over the variant's"
+    )
+    headers = ["shape", "MB", "variant", "median µs", "range µs", "× separate", "checks"]
+    return TimingTable(source, caption, headers, rows)
+
+
 FLOOR_KERNEL = "floor (16-byte read)"  # the stock-order timing's plain read of the same bytes
 
 
@@ -461,4 +498,5 @@ TABLE_MAKERS: dict[str, Callable[[str, dict[str, Any]], TimingTable | None]] = {
     "fla-gdn-reference.json": fla_gdn_table,
     "glu-handoff-standalone.json": glu_handoff_table,
     "stock-order-timing.json": stock_order_timing_table,
+    "q8-rows-reader-standalone.json": rows_reader_table,
 }

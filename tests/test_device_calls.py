@@ -53,8 +53,7 @@ def test_the_standalone_calls_are_the_ones_without_a_session() -> None:
     """A call that builds nothing (standalone.sh: the standalone kernel programs only; issue11-floor-trace.sh: the
     stream check's timing program under nsys) runs without h200_session.sh; issue10-chain-regs.sh (session 39's runs)
     is standalone.sh for one program. A call may hand over to another
-    (first-by-card.sh and issue11-rows-reader.sh by the card, issue8-within-fixed.sh to the memcheck call with one
-    more step): what it hands over
+    (first-by-card.sh by the card, issue8-within-fixed.sh to the memcheck call with one more step): what it hands over
     to starts a session. Every other first call starts a session."""
     session_names = {p.name for p in SESSION_CALLS}
     handing = {p.name: HAND_OVER.findall(p.read_text()) for p in FIRST_CALLS if p.name not in session_names}
@@ -62,7 +61,6 @@ def test_the_standalone_calls_are_the_ones_without_a_session() -> None:
     expected = {
         "first-by-card.sh": ["issue11-medium-tables.sh"],
         "issue8-within-fixed.sh": ["issue8-within-memcheck.sh"],
-        "issue11-rows-reader.sh": ["issue11-node-profile.sh"],
     }
     assert handing == expected
     assert all(target in session_names for targets in handing.values() for target in targets)
