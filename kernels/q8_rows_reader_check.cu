@@ -27,7 +27,8 @@
 // past 4x the L2 (launch cost included, no PDL); per variant the median round, its range, and the time over the
 // separate node.
 #include "fusekit-norm-quantize.cuh"
-#include "q8-1-host.cuh"  // quantize_block: the host's quantize_q8_1
+#include "q8-1-host.cuh"       // quantize_block: the host's quantize_q8_1
+#include "q8-rows-reader.cuh"  // quantize_block_serial: one thread a block, quantize_q8_1's bytes
 #include "standalone.cuh"
 
 #include <cuda_fp16.h>
@@ -134,55 +135,6 @@ __global__ void __launch_bounds__(kThreads)
     finish_rows<1>(acc, part, y, row, rows);
 }
 
-// One step of the xor butterfly as lane 0 sees it: element i becomes v[i] + v[i ^ OFFSET] for i < OFFSET.
-template <int OFFSET>
-__device__ __forceinline__ void butterfly_step(float (&v)[32]) {
-#pragma unroll
-    for (int i = 0; i < OFFSET; ++i) {
-        v[i] = v[i] + v[i + OFFSET];
-    }
-}
-
-// One thread quantizes one 32-value block as store_q8_1 does across a warp: amax (order-free), the sum in the xor
-// butterfly's order as lane 0 ends with it, d = amax / 127, q = roundf(x / d). x is 16-byte aligned (32 floats).
-__device__ __forceinline__ void quantize_block_serial(const float * x, block_q8_1_t & out, bool wipe) {
-    float v[32];
-#pragma unroll
-    for (int i = 0; i < 8; ++i) {
-        const float4 f = reinterpret_cast<const float4 *>(x)[i];
-        v[4 * i] = f.x, v[4 * i + 1] = f.y, v[4 * i + 2] = f.z, v[4 * i + 3] = f.w;
-    }
-    float amax = 0.0f;
-#pragma unroll
-    for (int i = 0; i < 32; ++i) {
-        amax = fmaxf(amax, fabsf(v[i]));
-    }
-    const float d = amax / 127.0f;
-    int         packed[8];
-#pragma unroll
-    for (int i = 0; i < 8; ++i) {
-        uint32_t word = 0;
-#pragma unroll
-        for (int j = 0; j < 4; ++j) {
-            const int8_t q = amax == 0.0f ? 0 : int8_t(roundf(v[4 * i + j] / d));
-            word |= uint32_t(uint8_t(q)) << (8 * j);
-        }
-        packed[i] = wipe ? 0 : int(word);
-    }
-    // the butterfly (offsets 16, 8, 4, 2, 1) as lane 0 sees it: after each step element i holds v[i] + v[i ^ offset]
-    butterfly_step<16>(v);  // one call a step, constant bounds: v stays in registers
-    butterfly_step<8>(v);
-    butterfly_step<4>(v);
-    butterfly_step<2>(v);
-    butterfly_step<1>(v);
-    int * qs = reinterpret_cast<int *>(out.qs);
-#pragma unroll
-    for (int i = 0; i < 8; ++i) {
-        qs[i] = packed[i];
-    }
-    out.ds = wipe ? make_half2(0.0f, 0.0f) : make_half2(d, v[0]);
-}
-
 // R rows a CTA; ITERS >= the K loop's trips (blocks / 32, rounded up). The weights of all R rows go into registers
 // first, then x is quantized into shared memory, then the sums: the quantize runs while the weights are in flight.
 // LATE (the control for that overlap): the same kernel with the weight loads after the quantize and its barrier.
@@ -215,7 +167,7 @@ __global__ void __launch_bounds__(kThreads) rows_reader(const block_q8_0_t * w, 
     }
 
     for (int b = tid; b < blocks; b += kThreads) {
-        quantize_block_serial(x + 32 * b, xs[b], b == wipe_block);
+        fusekit_rr::quantize_block_serial(x + 32 * b, xs[b], b == wipe_block);
     }
     __syncthreads();
     if (dump != nullptr && blockIdx.x == 0) {
