@@ -553,3 +553,46 @@ def test_chunked_gdn_table_has_a_prep_step_and_its_record_comparison(
     assert table.rows[0][column[alone_column]] == "36.50" and table.rows[0][column[two_column]] == "75.25"
     assert table.rows[0][column[same]] == "0 (0.0e+00)" and table.rows[1][column[same]] == ""
     assert caption in table.caption
+
+
+def _rows_reader_variant(name: str, rows: int, us: float, ok: bool = True, same: bool = True) -> dict[str, Any]:
+    """One variant as kernels/q8_rows_reader_check.cu writes it."""
+    return {
+        "name": name,
+        "rows_per_cta": rows,
+        "err": 1e-7,
+        "ok": ok,
+        "same_y_as_separate": same,
+        "median_us": us,
+        "min_us": us - 0.05,
+        "max_us": us + 0.1,
+    }
+
+
+def test_rows_reader_table_sets_each_variant_against_ggmls_node_and_strikes_out_a_reader_with_other_bits() -> None:
+    data = {
+        "device": "NVIDIA H100 80GB HBM3",
+        "rounds": 15,
+        "reps_per_graph": 20,
+        "cases": [
+            {
+                "what": "512 x 2048 (short table)",
+                "bytes": 1114112,
+                "variants": [
+                    _rows_reader_variant("separate", 0, 3.6),
+                    _rows_reader_variant("alone", -1, 2.4),
+                    _rows_reader_variant("reader R4", 4, 2.7),
+                    _rows_reader_variant("reader R8", 8, 2.5, same=False),
+                ],
+            }
+        ],
+    }
+    table = TABLE_MAKERS["q8-rows-reader-standalone.json"]("q8-rows-reader-standalone.json", data)
+    assert table is not None and table.headers[2:4] == ["variant", "median µs"]
+    rows = {row[2]: row for row in table.rows}
+    assert rows["separate"][3:6] == ["3.60", "3.55-3.70", "1.000"]
+    assert rows["reader R4"][3] == "2.70" and rows["reader R4"][5] == "1.333"
+    assert rows["reader R4"][6] == "y ok, bits = separate's"
+    assert rows["reader R8"][3] == "~~2.50~~" and "bits differ" in rows["reader R8"][6]
+    assert rows["alone"][6] == "y ok" and "H100" in table.caption
+    assert TABLE_MAKERS["q8-rows-reader-standalone.json"]("x.json", {"cases": []}) is None
