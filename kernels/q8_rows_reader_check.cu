@@ -27,8 +27,8 @@
 // past 4x the L2 (launch cost included, no PDL); per variant the median round, its range, and the time over the
 // separate node.
 #include "fusekit-norm-quantize.cuh"
-#include "q8-1-host.cuh"       // quantize_block: the host's quantize_q8_1
-#include "q8-rows-reader.cuh"  // quantize_block_serial: one thread a block, quantize_q8_1's bytes
+#include "q8-0-one-token-data.cuh"  // block_q8_0_t, q8_0_int, the data, its float64 reference, the device copies
+#include "q8-rows-reader.cuh"       // quantize_block_serial: one thread a block, quantize_q8_1's bytes
 #include "standalone.cuh"
 
 #include <cuda_fp16.h>
@@ -41,23 +41,16 @@
 #include <vector>
 
 using fusekit_nq::block_q8_1_t;
+using fusekit_q8_data::block_q8_0_t;
+using fusekit_q8_data::q8_0_int;
+using fusekit_q8_data::quantize_kernel;
+using fusekit_q8_data::Shape;
 
 namespace {
 
-constexpr int kWarps = 4, kThreads = 32 * kWarps, kQuantizeThreads = 256, kMaxBlocks = 192;
+constexpr int kWarps = 4, kThreads = 32 * kWarps, kMaxBlocks = 192;
 constexpr int kReps = 20, kRounds = 15;
 
-// ggml's block_q8_0: a half scale, then 32 int8 (34 bytes, 2-byte aligned).
-struct block_q8_0_t {
-    half   d;
-    int8_t qs[32];
-};
-static_assert(sizeof(block_q8_0_t) == 34, "q8_0 block must be 34 bytes like ggml's");
-
-struct Shape {
-    const char * what;
-    int          rows, k;
-};
 // The four tables fusion-5's stack gives to MMVQ, and 4096 x 2048 (the same bytes as 2048 x 4096, twice the rows),
 // which the stack's stream kernel takes.
 constexpr Shape kShapes[] = {
@@ -67,12 +60,6 @@ constexpr Shape kShapes[] = {
     {"2048 x 6144 (short table)", 2048, 6144},
     {"4096 x 2048 (stream table)", 4096, 2048},
 };
-
-// An int of a q8_0 block's quants from two 16-bit loads, as ggml's get_int_b2.
-__device__ __forceinline__ int q8_0_int(const block_q8_0_t & b, int i) {
-    const uint16_t * q = reinterpret_cast<const uint16_t *>(b.qs);
-    return int(q[2 * i]) | (int(q[2 * i + 1]) << 16);
-}
 
 // One block's term as ggml's vec_dot_q8_0_q8_1_impl<float, 2>: (d_w d_x) times the integer dot product.
 __device__ __forceinline__ float block_term(int w0, int w1, float d_w, const block_q8_1_t & xb, int iqs) {
@@ -85,7 +72,8 @@ __device__ __forceinline__ float block_term(int w0, int w1, float d_w, const blo
 // MMVQ's end of a row: warps 1-3 leave their partials in part[row slot], warp 0 adds them in warp order, then the
 // xor butterfly; lane 0's sum is the row's. Every thread of the CTA calls it (it holds a barrier).
 template <int R>
-__device__ __forceinline__ void finish_rows(const float (&acc)[R], float (*part)[R][32], float * y, int row0, int rows) {
+__device__ __forceinline__ void finish_rows(const float (&acc)[R], float (*part)[R][32], float * y, int row0,
+                                            int rows) {
     const int lane = int(threadIdx.x) % 32, warp = int(threadIdx.x) / 32;
     if (warp > 0) {
 #pragma unroll
@@ -114,12 +102,6 @@ __device__ __forceinline__ void finish_rows(const float (&acc)[R], float (*part)
     }
 }
 
-// ggml's quantize_q8_1 at one token: value i in lane i % 32; past k, 0. wipe_block: a block to zero (-1: none).
-__global__ void __launch_bounds__(kQuantizeThreads)
-    quantize_kernel(const float * x, block_q8_1_t * xq, int k, int wipe_block) {
-    const int i = int(blockIdx.x) * kQuantizeThreads + int(threadIdx.x);
-    fusekit_nq::store_q8_1(xq, i, i < k ? x[i] : 0.0f, i / 32 == wipe_block);
-}
 
 // MMVQ's one-token product: one row a CTA, reading the q8_1 copy xq. drop_last: skip the last block (sabotage).
 __global__ void __launch_bounds__(kThreads)
@@ -213,28 +195,6 @@ ReaderKernel reader_for(int k) {
     }
 }
 
-// y_r in float64 from the quantized data: sum over blocks of d_w d_x sum(q_w q_x).
-double reference_row(const block_q8_0_t * wr, const std::vector<block_q8_1_t> & xq, int blocks) {
-    double y = 0.0;
-    for (int b = 0; b < blocks; ++b) {
-        long sumi = 0;
-        for (int l = 0; l < 32; ++l) {
-            sumi += long(wr[b].qs[l]) * long(xq[b].qs[l]);
-        }
-        y += double(__half2float(wr[b].d)) * double(__low2float(xq[b].ds)) * double(sumi);
-    }
-    return y;
-}
-
-double max_rel_err(const std::vector<float> & y, const std::vector<double> & ref) {
-    double num = 0.0, den = 0.0;
-    for (size_t i = 0; i < y.size(); ++i) {
-        num = std::fmax(num, std::fabs(double(y[i]) - ref[i]));
-        den = std::fmax(den, std::fabs(ref[i]));
-    }
-    return den > 0.0 ? num / den : num;
-}
-
 struct Variant {
     std::string  name;
     int          rows_per_cta;  // 0: the separate quantize and product; -1: the product alone
@@ -283,93 +243,54 @@ int main(int argc, char ** argv) {
             return 2;
         }
 
-        // weights: random quants and scales; x: normal floats
-        std::vector<block_q8_0_t>             w(size_t(s.rows) * blocks);
-        std::uniform_int_distribution<int>    q(-127, 127);
-        std::uniform_real_distribution<float> scale(0.001f, 0.02f);
-        std::normal_distribution<float>       normal(0.0f, 1.0f);
-        for (block_q8_0_t & b : w) {
-            b.d = __float2half(scale(rng));
-            for (int8_t & v : b.qs) {
-                v = int8_t(q(rng));
-            }
-        }
-        std::vector<float> x(s.k);
-        for (float & v : x) {
-            v = normal(rng);
-        }
-        std::vector<block_q8_1_t> xq_host(blocks);
-        for (int b = 0; b < blocks; ++b) {
-            xq_host[b] = fusekit_q8_host::quantize_block(&x[32 * b]);
-        }
-        std::vector<double> ref(s.rows);
-        for (int r = 0; r < s.rows; ++r) {
-            ref[r] = reference_row(&w[size_t(r) * blocks], xq_host, blocks);
-        }
+        const fusekit_q8_data::OneToken data = fusekit_q8_data::make_one_token(s.rows, s.k, rng);
+        fusekit_q8_data::DeviceData     dev(data, copies);
 
-        block_q8_0_t * d_w = nullptr;
-        float *        d_x = nullptr;
-        float *        d_y = nullptr;
-        block_q8_1_t * d_xq = nullptr;
-        block_q8_1_t * d_pre = nullptr;  // the copy alone reads (made once, correctly)
-        block_q8_1_t * d_dump = nullptr;
-        CHECK(cudaMalloc(&d_w, wbytes * copies));
-        for (int c = 0; c < copies; ++c) {
-            CHECK(cudaMemcpy(reinterpret_cast<char *>(d_w) + wbytes * c, w.data(), wbytes, cudaMemcpyHostToDevice));
-        }
-        CHECK(cudaMalloc(&d_x, sizeof(float) * s.k));
-        CHECK(cudaMemcpy(d_x, x.data(), sizeof(float) * s.k, cudaMemcpyHostToDevice));
-        CHECK(cudaMalloc(&d_y, sizeof(float) * s.rows));
-        CHECK(cudaMalloc(&d_xq, sizeof(block_q8_1_t) * k_padded / 32));
-        CHECK(cudaMalloc(&d_pre, sizeof(block_q8_1_t) * k_padded / 32));
-        CHECK(cudaMalloc(&d_dump, sizeof(block_q8_1_t) * blocks));
-        CHECK(cudaMemcpy(d_pre, xq_host.data(), sizeof(block_q8_1_t) * blocks, cudaMemcpyHostToDevice));
-
-        const int quantize_ctas = k_padded / kQuantizeThreads;
+        const int quantize_ctas = k_padded / fusekit_q8_data::kQuantizeThreads;
         auto      evaluate = [&](const Variant & v, int c, cudaStream_t st, block_q8_1_t * dump) {
-            const block_q8_0_t * wc =
-                reinterpret_cast<const block_q8_0_t *>(reinterpret_cast<const char *>(d_w) + wbytes * c);
+            const block_q8_0_t * wc = dev.weights(c);
             if (v.rows_per_cta < 0) {
-                mmvq_row<<<s.rows, kThreads, 0, st>>>(wc, d_pre, d_y, s.k, s.rows, sab);
+                mmvq_row<<<s.rows, kThreads, 0, st>>>(wc, dev.pre, dev.y, s.k, s.rows, sab);
             } else if (v.rows_per_cta == 0) {
-                quantize_kernel<<<quantize_ctas, kQuantizeThreads, 0, st>>>(d_x, d_xq, s.k, sab ? 1 : -1);
-                mmvq_row<<<s.rows, kThreads, 0, st>>>(wc, d_xq, d_y, s.k, s.rows, sab);
+                quantize_kernel<<<quantize_ctas, fusekit_q8_data::kQuantizeThreads, 0, st>>>(dev.x, dev.xq, s.k,
+                                                                                     sab ? 1 : -1);
+                mmvq_row<<<s.rows, kThreads, 0, st>>>(wc, dev.xq, dev.y, s.k, s.rows, sab);
             } else {
                 const int ctas = (s.rows + v.rows_per_cta - 1) / v.rows_per_cta;
-                v.reader<<<ctas, kThreads, 0, st>>>(wc, d_x, d_y, s.k, s.rows, sab, sab ? 0 : -1, dump);
+                v.reader<<<ctas, kThreads, 0, st>>>(wc, dev.x, dev.y, s.k, s.rows, sab, sab ? 0 : -1, dump);
             }
         };
 
         // checks: y of each variant; the separate copy's and the first reader's dumped bytes; reader y == separate y
         std::vector<std::vector<float>> ys(variants.size());
         for (size_t v = 0; v < variants.size(); ++v) {
-            CHECK(cudaMemset(d_y, 0xff, sizeof(float) * s.rows));
-            CHECK(cudaMemset(d_dump, 0, sizeof(block_q8_1_t) * blocks));
-            evaluate(variants[v], 0, nullptr, v == 2 ? d_dump : nullptr);
+            CHECK(cudaMemset(dev.y, 0xff, sizeof(float) * s.rows));
+            CHECK(cudaMemset(dev.dump, 0, sizeof(block_q8_1_t) * blocks));
+            evaluate(variants[v], 0, nullptr, v == 2 ? dev.dump : nullptr);
             CHECK(cudaDeviceSynchronize());
             ys[v].resize(s.rows);
-            CHECK(cudaMemcpy(ys[v].data(), d_y, sizeof(float) * s.rows, cudaMemcpyDeviceToHost));
+            CHECK(cudaMemcpy(ys[v].data(), dev.y, sizeof(float) * s.rows, cudaMemcpyDeviceToHost));
             if (v == 2) {
                 break;  // the dump is read below, before the other readers run
             }
         }
         std::vector<block_q8_1_t> sep_bytes(blocks), reader_bytes(blocks);
-        CHECK(cudaMemcpy(sep_bytes.data(), d_xq, sizeof(block_q8_1_t) * blocks, cudaMemcpyDeviceToHost));
-        CHECK(cudaMemcpy(reader_bytes.data(), d_dump, sizeof(block_q8_1_t) * blocks, cudaMemcpyDeviceToHost));
+        CHECK(cudaMemcpy(sep_bytes.data(), dev.xq, sizeof(block_q8_1_t) * blocks, cudaMemcpyDeviceToHost));
+        CHECK(cudaMemcpy(reader_bytes.data(), dev.dump, sizeof(block_q8_1_t) * blocks, cudaMemcpyDeviceToHost));
         for (size_t v = 3; v < variants.size(); ++v) {
-            CHECK(cudaMemset(d_y, 0xff, sizeof(float) * s.rows));
+            CHECK(cudaMemset(dev.y, 0xff, sizeof(float) * s.rows));
             evaluate(variants[v], 0, nullptr, nullptr);
             CHECK(cudaDeviceSynchronize());
             ys[v].resize(s.rows);
-            CHECK(cudaMemcpy(ys[v].data(), d_y, sizeof(float) * s.rows, cudaMemcpyDeviceToHost));
+            CHECK(cudaMemcpy(ys[v].data(), dev.y, sizeof(float) * s.rows, cudaMemcpyDeviceToHost));
         }
         const size_t      qbytes = sizeof(block_q8_1_t) * blocks;
-        const bool        sep_ok = std::memcmp(sep_bytes.data(), xq_host.data(), qbytes) == 0;
-        const bool        rdr_ok = std::memcmp(reader_bytes.data(), xq_host.data(), qbytes) == 0;
+        const bool        sep_ok = std::memcmp(sep_bytes.data(), data.xq.data(), qbytes) == 0;
+        const bool        rdr_ok = std::memcmp(reader_bytes.data(), data.xq.data(), qbytes) == 0;
         std::vector<double> err(variants.size());
         std::vector<bool>   ok(variants.size()), same(variants.size(), true);
         for (size_t v = 0; v < variants.size(); ++v) {
-            err[v] = max_rel_err(ys[v], ref);
+            err[v] = fusekit_q8_data::max_rel_err(ys[v], data.ref);
             ok[v]  = err[v] < 1e-5;
             ++checks;
             failures += ok[v] ? 0 : 1;
@@ -437,7 +358,8 @@ int main(int argc, char ** argv) {
                         sep_us / us);
             char entry[512];
             std::snprintf(entry, sizeof(entry),
-                          "%s{\"name\": \"%s\", \"rows_per_cta\": %d, \"err\": %.3e, \"ok\": %s, \"same_y_as_separate\": "
+                          "%s{\"name\": \"%s\", \"rows_per_cta\": %d, \"err\": %.3e, \"ok\": %s, "
+                          "\"same_y_as_separate\": "
                           "%s, \"median_us\": %.3f, \"min_us\": %.3f, \"max_us\": %.3f}",
                           v == 0 ? "" : ", ", variants[v].name.c_str(), variants[v].rows_per_cta, err[v],
                           json_bool(ok[v]).c_str(), json_bool(same[v]).c_str(), us, lo, hi);
@@ -451,10 +373,6 @@ int main(int argc, char ** argv) {
                       json_bool(rdr_ok).c_str());
         json += head + entries + "]}";
 
-        for (void * p : {static_cast<void *>(d_w), static_cast<void *>(d_x), static_cast<void *>(d_y),
-                         static_cast<void *>(d_xq), static_cast<void *>(d_pre), static_cast<void *>(d_dump)}) {
-            CHECK(cudaFree(p));
-        }
     }
     json += "], \"checks\": " + std::to_string(checks) + ", \"failures\": " + std::to_string(failures) + "}\n";
     return fusekit_standalone::finish(options, json, checks, failures);

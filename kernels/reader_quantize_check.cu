@@ -23,7 +23,7 @@
 // Measured (session 40, H100, results/h100-2026-12-05-session40-standalone/second/): alone 2.55, separate 3.71,
 // reader 5.75 us at 2,048 x 512: the reader loses (each one-row CTA quantizes all of x first); no ggml patch.
 #include "fusekit-norm-quantize.cuh"
-#include "q8-1-host.cuh"  // quantize_block: the host's quantize_q8_1
+#include "q8-0-one-token-data.cuh"  // block_q8_0_t, q8_0_int, the data, its float64 reference, the device copies
 #include "standalone.cuh"
 
 #include <cuda_fp16.h>
@@ -36,41 +36,22 @@
 #include <vector>
 
 using fusekit_nq::block_q8_1_t;
+using fusekit_q8_data::block_q8_0_t;
+using fusekit_q8_data::q8_0_int;
+using fusekit_q8_data::quantize_kernel;
+using fusekit_q8_data::Shape;
 
 namespace {
 
-constexpr int kWarps = 4, kThreads = 32 * kWarps, kQuantizeThreads = 256, kMaxBlocks = 64;
+constexpr int kWarps = 4, kThreads = 32 * kWarps, kMaxBlocks = 64;
 constexpr int kReps = 20, kBatches = 15, kL2Bytes = 64 << 20;  // graphs of 20 evaluations; copies past the 50 MB L2
 
-// ggml's block_q8_0: a half scale, then 32 int8 (34 bytes, 2-byte aligned).
-struct block_q8_0_t {
-    half   d;
-    int8_t qs[32];
-};
-static_assert(sizeof(block_q8_0_t) == 34, "q8_0 block must be 34 bytes like ggml's");
-
-struct Shape {
-    const char * what;
-    int          rows, k;
-};
 constexpr Shape kShapes[] = {
     {"35B-A3B shared expert down, one token", 2048, 512},
     {"SmolLM2-135M FFN down, one token", 576, 1536},
     {"K = 2048, 512 rows", 512, 2048},
 };
 
-// An int of a q8_0 block's quants from two 16-bit loads (the block is only 2-byte aligned), as ggml's get_int_b2.
-__device__ __forceinline__ int q8_0_int(const block_q8_0_t & b, int i) {
-    const uint16_t * q = reinterpret_cast<const uint16_t *>(b.qs);
-    return int(q[2 * i]) | (int(q[2 * i + 1]) << 16);
-}
-
-// ggml's quantize_q8_1 at one token: value i in lane i % 32; past k, 0. wipe_block: a block to zero (-1: none).
-__global__ void __launch_bounds__(kQuantizeThreads)
-    quantize_kernel(const float * x, block_q8_1_t * xq, int k, int wipe_block) {
-    const int i = int(blockIdx.x) * kQuantizeThreads + int(threadIdx.x);
-    fusekit_nq::store_q8_1(xq, i, i < k ? x[i] : 0.0f, i / 32 == wipe_block);
-}
 
 // One row a CTA. Reader: first quantize x into shared memory (warp w takes the blocks w, w + 4, ...), dump CTA 0's
 // copy where asked; else read xq. drop_last: skip the last block (sabotage).
@@ -121,28 +102,6 @@ __global__ void __launch_bounds__(kThreads) gemv_q8_0(const block_q8_0_t * w, co
     }
 }
 
-// y_r in float64 from the quantized data: sum over blocks of d_w d_x sum(q_w q_x).
-double reference_row(const block_q8_0_t * wr, const std::vector<block_q8_1_t> & xq, int blocks) {
-    double y = 0.0;
-    for (int b = 0; b < blocks; ++b) {
-        long sumi = 0;
-        for (int l = 0; l < 32; ++l) {
-            sumi += long(wr[b].qs[l]) * long(xq[b].qs[l]);
-        }
-        y += double(__half2float(wr[b].d)) * double(__low2float(xq[b].ds)) * double(sumi);
-    }
-    return y;
-}
-
-double max_rel_err(const std::vector<float> & y, const std::vector<double> & ref) {
-    double num = 0.0, den = 0.0;
-    for (size_t i = 0; i < y.size(); ++i) {
-        num = std::fmax(num, std::fabs(double(y[i]) - ref[i]));
-        den = std::fmax(den, std::fabs(ref[i]));
-    }
-    return den > 0.0 ? num / den : num;
-}
-
 }  // namespace
 
 int main(int argc, char ** argv) {
@@ -165,83 +124,45 @@ int main(int argc, char ** argv) {
             return 2;
         }
 
-        // weights: random quants and scales; x: normal floats
-        std::vector<block_q8_0_t>               w(size_t(s.rows) * blocks);
-        std::uniform_int_distribution<int>      q(-127, 127);
-        std::uniform_real_distribution<float>   scale(0.001f, 0.02f);
-        std::normal_distribution<float>         normal(0.0f, 1.0f);
-        for (block_q8_0_t & b : w) {
-            b.d = __float2half(scale(rng));
-            for (int8_t & v : b.qs) {
-                v = int8_t(q(rng));
-            }
-        }
-        std::vector<float> x(s.k);
-        for (float & v : x) {
-            v = normal(rng);
-        }
-        std::vector<block_q8_1_t> xq_host(blocks);
-        for (int b = 0; b < blocks; ++b) {
-            xq_host[b] = fusekit_q8_host::quantize_block(&x[32 * b]);
-        }
-        std::vector<double> ref(s.rows);
-        for (int r = 0; r < s.rows; ++r) {
-            ref[r] = reference_row(&w[size_t(r) * blocks], xq_host, blocks);
-        }
+        const fusekit_q8_data::OneToken data = fusekit_q8_data::make_one_token(s.rows, s.k, rng);
+        fusekit_q8_data::DeviceData     dev(data, copies);
 
-        block_q8_0_t * d_w = nullptr;
-        float *        d_x = nullptr;
-        float *        d_y = nullptr;
-        block_q8_1_t * d_xq = nullptr;
-        block_q8_1_t * d_pre = nullptr;  // the copy alone reads (made once, correctly)
-        block_q8_1_t * d_dump = nullptr;
-        CHECK(cudaMalloc(&d_w, wbytes * copies));
-        for (int c = 0; c < copies; ++c) {
-            CHECK(cudaMemcpy(reinterpret_cast<char *>(d_w) + wbytes * c, w.data(), wbytes, cudaMemcpyHostToDevice));
-        }
-        CHECK(cudaMalloc(&d_x, sizeof(float) * s.k));
-        CHECK(cudaMemcpy(d_x, x.data(), sizeof(float) * s.k, cudaMemcpyHostToDevice));
-        CHECK(cudaMalloc(&d_y, sizeof(float) * s.rows));
-        CHECK(cudaMalloc(&d_xq, sizeof(block_q8_1_t) * k_padded / 32));
-        CHECK(cudaMalloc(&d_pre, sizeof(block_q8_1_t) * k_padded / 32));
-        CHECK(cudaMalloc(&d_dump, sizeof(block_q8_1_t) * blocks));
-        CHECK(cudaMemcpy(d_pre, xq_host.data(), sizeof(block_q8_1_t) * blocks, cudaMemcpyHostToDevice));
-
-        const int quantize_ctas = k_padded / kQuantizeThreads;
+        const int quantize_ctas = k_padded / fusekit_q8_data::kQuantizeThreads;
         // variant 0 alone, 1 separate, 2 reader; evaluation on weight copy c
         auto evaluate = [&](int variant, int c, cudaStream_t st, block_q8_1_t * dump) {
-            const block_q8_0_t * wc = reinterpret_cast<const block_q8_0_t *>(reinterpret_cast<const char *>(d_w) + wbytes * c);
+            const block_q8_0_t * wc = dev.weights(c);
             if (variant == 0) {
-                gemv_q8_0<false><<<s.rows, kThreads, 0, st>>>(wc, nullptr, d_pre, d_y, s.k, sab, -1, nullptr);
+                gemv_q8_0<false><<<s.rows, kThreads, 0, st>>>(wc, nullptr, dev.pre, dev.y, s.k, sab, -1, nullptr);
             } else if (variant == 1) {
-                quantize_kernel<<<quantize_ctas, kQuantizeThreads, 0, st>>>(d_x, d_xq, s.k, sab ? 1 : -1);
-                gemv_q8_0<false><<<s.rows, kThreads, 0, st>>>(wc, nullptr, d_xq, d_y, s.k, sab, -1, nullptr);
+                quantize_kernel<<<quantize_ctas, fusekit_q8_data::kQuantizeThreads, 0, st>>>(dev.x, dev.xq, s.k,
+                                                                                     sab ? 1 : -1);
+                gemv_q8_0<false><<<s.rows, kThreads, 0, st>>>(wc, nullptr, dev.xq, dev.y, s.k, sab, -1, nullptr);
             } else {
-                gemv_q8_0<true><<<s.rows, kThreads, 0, st>>>(wc, d_x, nullptr, d_y, s.k, sab, sab ? 0 : -1, dump);
+                gemv_q8_0<true><<<s.rows, kThreads, 0, st>>>(wc, dev.x, nullptr, dev.y, s.k, sab, sab ? 0 : -1, dump);
             }
         };
 
         // checks: y of each variant; the separate copy's and the reader's dumped bytes; reader y == separate y
         std::vector<float> ys[3];
         for (int v = 0; v < 3; ++v) {
-            CHECK(cudaMemset(d_y, 0xff, sizeof(float) * s.rows));
-            evaluate(v, 0, nullptr, d_dump);
+            CHECK(cudaMemset(dev.y, 0xff, sizeof(float) * s.rows));
+            evaluate(v, 0, nullptr, dev.dump);
             CHECK(cudaDeviceSynchronize());
             ys[v].resize(s.rows);
-            CHECK(cudaMemcpy(ys[v].data(), d_y, sizeof(float) * s.rows, cudaMemcpyDeviceToHost));
+            CHECK(cudaMemcpy(ys[v].data(), dev.y, sizeof(float) * s.rows, cudaMemcpyDeviceToHost));
         }
         double       err[3];
         bool         ok[3];
         for (int v = 0; v < 3; ++v) {
-            err[v] = max_rel_err(ys[v], ref);
+            err[v] = fusekit_q8_data::max_rel_err(ys[v], data.ref);
             ok[v]  = err[v] < 1e-5;
         }
         std::vector<block_q8_1_t> sep_bytes(blocks), reader_bytes(blocks);
-        CHECK(cudaMemcpy(sep_bytes.data(), d_xq, sizeof(block_q8_1_t) * blocks, cudaMemcpyDeviceToHost));
-        CHECK(cudaMemcpy(reader_bytes.data(), d_dump, sizeof(block_q8_1_t) * blocks, cudaMemcpyDeviceToHost));
+        CHECK(cudaMemcpy(sep_bytes.data(), dev.xq, sizeof(block_q8_1_t) * blocks, cudaMemcpyDeviceToHost));
+        CHECK(cudaMemcpy(reader_bytes.data(), dev.dump, sizeof(block_q8_1_t) * blocks, cudaMemcpyDeviceToHost));
         const size_t qbytes   = sizeof(block_q8_1_t) * blocks;
-        const bool   sep_ok   = std::memcmp(sep_bytes.data(), xq_host.data(), qbytes) == 0;
-        const bool   rdr_ok   = std::memcmp(reader_bytes.data(), xq_host.data(), qbytes) == 0;
+        const bool   sep_ok   = std::memcmp(sep_bytes.data(), data.xq.data(), qbytes) == 0;
+        const bool   rdr_ok   = std::memcmp(reader_bytes.data(), data.xq.data(), qbytes) == 0;
         const bool   same_ok  = std::memcmp(ys[1].data(), ys[2].data(), sizeof(float) * s.rows) == 0;
         const bool   results[] = {ok[0], ok[1], ok[2], sep_ok, rdr_ok, same_ok};
         for (bool r : results) {
@@ -301,10 +222,6 @@ int main(int argc, char ** argv) {
                       ok[2] ? "true" : "false", us[2], rdr_ok ? "true" : "false", same_ok ? "true" : "false");
         json += row;
 
-        for (void * p : {static_cast<void *>(d_w), static_cast<void *>(d_x), static_cast<void *>(d_y),
-                         static_cast<void *>(d_xq), static_cast<void *>(d_pre), static_cast<void *>(d_dump)}) {
-            CHECK(cudaFree(p));
-        }
     }
     json += "], \"checks\": " + std::to_string(checks) + ", \"failures\": " + std::to_string(failures) + "}\n";
     return fusekit_standalone::finish(options, json, checks, failures);
