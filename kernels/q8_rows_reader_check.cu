@@ -261,29 +261,20 @@ int main(int argc, char ** argv) {
             }
         };
 
-        // checks: y of each variant; the separate copy's and the first reader's dumped bytes; reader y == separate y
+        // checks: y of each variant; the separate copy's and the first reader's dumped bytes (the later readers dump
+        // nothing, and only the separate variant writes xq); reader y == separate y
         std::vector<std::vector<float>> ys(variants.size());
+        CHECK(cudaMemset(dev.dump, 0, sizeof(block_q8_1_t) * blocks));
         for (size_t v = 0; v < variants.size(); ++v) {
             CHECK(cudaMemset(dev.y, 0xff, sizeof(float) * s.rows));
-            CHECK(cudaMemset(dev.dump, 0, sizeof(block_q8_1_t) * blocks));
-            evaluate(variants[v], 0, nullptr, v == 2 ? dev.dump : nullptr);
+            evaluate(variants[v], 0, nullptr, v == 2 ? dev.dump : nullptr);  // variants[2]: the first reader
             CHECK(cudaDeviceSynchronize());
             ys[v].resize(s.rows);
             CHECK(cudaMemcpy(ys[v].data(), dev.y, sizeof(float) * s.rows, cudaMemcpyDeviceToHost));
-            if (v == 2) {
-                break;  // the dump is read below, before the other readers run
-            }
         }
         std::vector<block_q8_1_t> sep_bytes(blocks), reader_bytes(blocks);
         CHECK(cudaMemcpy(sep_bytes.data(), dev.xq, sizeof(block_q8_1_t) * blocks, cudaMemcpyDeviceToHost));
         CHECK(cudaMemcpy(reader_bytes.data(), dev.dump, sizeof(block_q8_1_t) * blocks, cudaMemcpyDeviceToHost));
-        for (size_t v = 3; v < variants.size(); ++v) {
-            CHECK(cudaMemset(dev.y, 0xff, sizeof(float) * s.rows));
-            evaluate(variants[v], 0, nullptr, nullptr);
-            CHECK(cudaDeviceSynchronize());
-            ys[v].resize(s.rows);
-            CHECK(cudaMemcpy(ys[v].data(), dev.y, sizeof(float) * s.rows, cudaMemcpyDeviceToHost));
-        }
         const size_t      qbytes = sizeof(block_q8_1_t) * blocks;
         const bool        sep_ok = std::memcmp(sep_bytes.data(), data.xq.data(), qbytes) == 0;
         const bool        rdr_ok = std::memcmp(reader_bytes.data(), data.xq.data(), qbytes) == 0;
@@ -306,20 +297,12 @@ int main(int argc, char ** argv) {
         // timing: graphs of kReps evaluations, each on the next weight copy; the variants take turns each round
         cudaStream_t st;
         CHECK(cudaStreamCreateWithFlags(&st, cudaStreamNonBlocking));
-        const int                                 graphs = (copies + kReps - 1) / kReps;
-        std::vector<std::vector<cudaGraphExec_t>> execs(variants.size(), std::vector<cudaGraphExec_t>(graphs));
-        for (size_t v = 0; v < variants.size(); ++v) {
-            for (int g = 0; g < graphs; ++g) {
-                cudaGraph_t graph;
-                CHECK(cudaStreamBeginCapture(st, cudaStreamCaptureModeThreadLocal));
-                for (int r = 0; r < kReps; ++r) {
-                    evaluate(variants[v], (g * kReps + r) % copies, st, nullptr);
-                }
-                CHECK(cudaStreamEndCapture(st, &graph));
-                CHECK(cudaGraphInstantiate(&execs[v][g], graph, 0));
-                CHECK(cudaGraphDestroy(graph));
-            }
+        std::vector<std::vector<cudaGraphExec_t>> execs;
+        for (const Variant & v : variants) {
+            execs.push_back(fusekit_q8_data::rotating_graphs(
+                st, copies, kReps, [&](int c, cudaStream_t stream) { evaluate(v, c, stream, nullptr); }));
         }
+        const int graphs = int(execs[0].size());
         std::vector<std::vector<double>> rounds_us(variants.size());
         for (int round = 0; round < (fusekit_standalone::g_launch_once ? 1 : kRounds); ++round) {
             for (size_t v = 0; v < variants.size(); ++v) {
@@ -330,10 +313,8 @@ int main(int argc, char ** argv) {
                 rounds_us[v].push_back(per_graph / kReps);
             }
         }
-        for (auto & per_variant : execs) {
-            for (cudaGraphExec_t e : per_variant) {
-                CHECK(cudaGraphExecDestroy(e));
-            }
+        for (const auto & per_variant : execs) {
+            fusekit_q8_data::destroy_graphs(per_variant);
         }
         CHECK(cudaStreamDestroy(st));
 
@@ -345,9 +326,7 @@ int main(int argc, char ** argv) {
             const double us = fusekit_standalone::median(rounds_us[v]);
             const double lo = *std::min_element(rounds_us[v].begin(), rounds_us[v].end());
             const double hi = *std::max_element(rounds_us[v].begin(), rounds_us[v].end());
-            // no product reads its weights faster than 5 TB/s (the H200 copies at 4.3): a faster time is a fault of
-            // the timing, not a result
-            if (!fusekit_standalone::g_launch_once && us < double(wbytes) / 5e6) {
+            if (fusekit_q8_data::timing_fault(us, wbytes)) {
                 std::fprintf(stderr, "timing fault: %s %s took %.3f us for %zu bytes of weights\n", s.what,
                              variants[v].name.c_str(), us, wbytes);
                 return 2;

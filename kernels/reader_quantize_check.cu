@@ -175,34 +175,21 @@ int main(int argc, char ** argv) {
         cudaStream_t st;
         CHECK(cudaStreamCreateWithFlags(&st, cudaStreamNonBlocking));
         for (int v = 0; v < 3; ++v) {
-            const int                    graphs = (copies + kReps - 1) / kReps;
-            std::vector<cudaGraphExec_t> execs(graphs);
-            for (int g = 0; g < graphs; ++g) {
-                cudaGraph_t graph;
-                CHECK(cudaStreamBeginCapture(st, cudaStreamCaptureModeThreadLocal));
-                for (int r = 0; r < kReps; ++r) {
-                    evaluate(v, (g * kReps + r) % copies, st, nullptr);
-                }
-                CHECK(cudaStreamEndCapture(st, &graph));
-                CHECK(cudaGraphInstantiate(&execs[g], graph, 0));
-                CHECK(cudaGraphDestroy(graph));
-            }
+            const std::vector<cudaGraphExec_t> execs = fusekit_q8_data::rotating_graphs(
+                st, copies, kReps, [&](int c, cudaStream_t stream) { evaluate(v, c, stream, nullptr); });
+            const int graphs = int(execs.size());
             // replayed on the legacy stream: launch_us_batches records its events there (session 40: replays on
             // the capture stream, a non-blocking one, put nothing between the events and timed 0.11 us)
             const double per_graph = fusekit_standalone::median_launch_us(
                 [&](int i) { CHECK(cudaGraphLaunch(execs[i % graphs], cudaStreamLegacy)); }, 2 * graphs, 2 * graphs,
                 kBatches);
             us[v] = per_graph / kReps;
-            // no product reads its weights faster than 5 TB/s (the H200 copies at 4.3): a faster time is a fault
-            // of the timing, not a result
-            if (!fusekit_standalone::g_launch_once && us[v] < double(wbytes) / 5e6) {
+            if (fusekit_q8_data::timing_fault(us[v], wbytes)) {
                 std::fprintf(stderr, "timing fault: %s variant %d took %.3f us for %zu bytes of weights\n", s.what, v,
                              us[v], wbytes);
                 return 2;
             }
-            for (cudaGraphExec_t e : execs) {
-                CHECK(cudaGraphExecDestroy(e));
-            }
+            fusekit_q8_data::destroy_graphs(execs);
         }
         CHECK(cudaStreamDestroy(st));
 
